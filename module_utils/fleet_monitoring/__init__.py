@@ -1,0 +1,1 @@
+"""Pure functions behind the monitoring roles: scrape targets from the inventory."""

@@ -1,0 +1,172 @@
+"""Prometheus scrape targets computed from the Ansible inventory.
+
+Each function takes plain data (host names, a host -> variables mapping, the
+``groups`` mapping) and returns Prometheus ``static_configs`` entries:
+``{"targets": ["address:port"], "labels": {...}}``. No I/O, no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_RESERVED_GROUPS = frozenset({"all", "ungrouped"})
+
+
+class TargetError(ValueError):
+    """The inventory describes a target that cannot be scraped."""
+
+
+def host_address(host: str, hostvars: Mapping[str, Any], address_var: str) -> str:
+    """The address Prometheus uses to reach ``host``.
+
+    ``address_var`` (for example ``vllm_fleet_internal_address``) wins, then
+    ``ansible_host``, then the inventory name itself.
+    """
+    hvars = hostvars.get(host) or {}
+    for key in (address_var, "ansible_host"):
+        value = hvars.get(key) if key else None
+        if value not in (None, ""):
+            return str(value)
+    return host
+
+
+def _port(value: Any, where: str) -> int:
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise TargetError(f"{where}: port {value!r} is not a number") from None
+    if isinstance(value, bool) or not 1 <= port <= 65535:
+        raise TargetError(f"{where}: port {value!r} is outside 1-65535")
+    return port
+
+
+def _target(address: str, port: int) -> str:
+    if ":" in address and not address.startswith("["):  # a bare IPv6 address
+        address = f"[{address}]"
+    return f"{address}:{port}"
+
+
+def image_version(image: str | None) -> str:
+    """The deployed version carried by a container image reference.
+
+    ``vllm/vllm-openai:v0.11.0`` -> ``v0.11.0``; ``repo@sha256:abcdef...`` ->
+    ``sha256:abcdef012345`` (12 hex digits); no tag -> ``latest``; empty -> ``unknown``.
+    """
+    if not image:
+        return "unknown"
+    ref = str(image).strip()
+    name, _, digest = ref.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        return last.split(":", 1)[1]
+    if digest:
+        algo, _, hexpart = digest.partition(":")
+        return f"{algo}:{hexpart[:12]}"
+    return "latest"
+
+
+def gpu_group(
+    host: str,
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Iterable[str]],
+    root_group: str,
+    group_var: str = "vllm_fleet_gpu_group",
+) -> str:
+    """The GPU group label of ``host``.
+
+    ``group_var`` set on the host wins. Otherwise the first (by name) of the host's
+    groups whose hosts all belong to ``root_group`` (its child groups, one per GPU
+    type); otherwise ``root_group`` itself.
+    """
+    hvars = hostvars.get(host) or {}
+    explicit = hvars.get(group_var)
+    if explicit:
+        return str(explicit)
+    root_hosts = set(groups.get(root_group) or [])
+    for name in sorted(hvars.get("group_names") or []):
+        if name == root_group or name in _RESERVED_GROUPS:
+            continue
+        members = set(groups.get(name) or [])
+        if host in members and members <= root_hosts:
+            return str(name)
+    return root_group
+
+
+def vllm_targets(
+    hosts: Iterable[str],
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Iterable[str]],
+    *,
+    root_group: str = "gpu_nodes",
+    address_var: str = "vllm_fleet_internal_address",
+    models_var: str = "vllm_server_models",
+    image_var: str = "vllm_server_image",
+    fallback_models: list[Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One static_config per (host, model): the vLLM ``/metrics`` endpoints.
+
+    Labels: ``host`` (inventory name), ``model`` (served model name), ``gpu_group``
+    and ``version`` (tag of the model's ``image`` or of the host's ``image_var``).
+    Hosts declaring no models use ``fallback_models``; with none either, they are
+    left out (see :func:`hosts_without_models`).
+    """
+    configs: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for host in hosts:
+        hvars = hostvars.get(host) or {}
+        models = hvars.get(models_var)
+        if models in (None, ""):
+            models = fallback_models or []
+        if not isinstance(models, list):
+            raise TargetError(f"{host}: {models_var} must be a list of {{name, port}}, got {models!r}")
+        address = host_address(host, hostvars, address_var)
+        group = gpu_group(host, hostvars, groups, root_group)
+        for index, model in enumerate(models):
+            where = f"{host}: {models_var}[{index}]"
+            if not isinstance(model, Mapping) or not model.get("name"):
+                raise TargetError(f"{where} needs a 'name' (the served model name), got {model!r}")
+            if "port" not in model:
+                raise TargetError(f"{where} ({model['name']}) needs a 'port'")
+            target = _target(address, _port(model["port"], where))
+            if target in seen:
+                raise TargetError(
+                    f"{where} ({model['name']}) uses {target}, already used by {seen[target]}; "
+                    "give each model on a host its own port"
+                )
+            seen[target] = f"{host} model {model['name']}"
+            configs.append(
+                {
+                    "targets": [target],
+                    "labels": {
+                        "host": str(host),
+                        "model": str(model["name"]),
+                        "gpu_group": group,
+                        "version": image_version(model.get("image") or hvars.get(image_var)),
+                    },
+                }
+            )
+    return configs
+
+
+def hosts_without_models(
+    hosts: Iterable[str], hostvars: Mapping[str, Any], models_var: str = "vllm_server_models"
+) -> list[str]:
+    """Hosts whose ``models_var`` is missing or empty."""
+    return [h for h in hosts if not (hostvars.get(h) or {}).get(models_var)]
+
+
+def host_targets(
+    hosts: Iterable[str],
+    hostvars: Mapping[str, Any],
+    port: Any,
+    *,
+    address_var: str = "vllm_fleet_internal_address",
+    labels: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """One static_config per host for an exporter listening on ``port``, labelled ``host``."""
+    configs = []
+    for host in hosts:
+        target = _target(host_address(host, hostvars, address_var), _port(port, f"{host}: exporter"))
+        configs.append({"targets": [target], "labels": {**(labels or {}), "host": str(host)}})
+    return configs

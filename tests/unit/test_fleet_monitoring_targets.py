@@ -1,0 +1,138 @@
+"""Scrape targets computed from the inventory (module_utils/fleet_monitoring/targets.py)."""
+
+from __future__ import annotations
+
+import pytest
+from fleet_monitoring import targets
+
+GROUPS = {
+    "all": ["gw", "gpu1", "gpu2", "gpu3", "mon"],
+    "gateways": ["gw"],
+    "gpu_nodes": ["gpu1", "gpu2", "gpu3"],
+    "lab_h100": ["gpu2"],
+    "lab_h200": ["gpu1"],
+    "canary": ["gpu1", "mon"],
+    "monitoring": ["mon"],
+}
+HOSTVARS = {
+    "gpu1": {
+        "ansible_host": "vllm-fleet-lab-gpu1",
+        "group_names": ["canary", "gpu_nodes", "lab_h200"],
+        "vllm_server_image": "vllm/vllm-openai:v0.11.0",
+        "vllm_server_models": [{"name": "tiny", "port": 8000}, {"name": "small", "port": "8001"}],
+    },
+    "gpu2": {
+        "ansible_host": "10.0.0.2",
+        "vllm_fleet_internal_address": "192.168.10.2",
+        "group_names": ["gpu_nodes", "lab_h100"],
+        "vllm_server_image": "registry.local:5000/vllm@sha256:0123456789abcdef0123",
+        "vllm_server_models": [{"name": "tiny", "port": 8000, "image": "vllm/vllm-openai:v0.12.0"}],
+    },
+    "gpu3": {"group_names": ["gpu_nodes"], "vllm_fleet_gpu_group": "spare"},
+    "gw": {"group_names": ["gateways"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("vllm/vllm-openai:v0.11.0", "v0.11.0"),
+        ("registry.local:5000/vllm/vllm-openai:0.32.0-cpu", "0.32.0-cpu"),
+        ("registry.local:5000/vllm/vllm-openai", "latest"),
+        ("vllm/vllm-openai:v0.11.0@sha256:abc", "v0.11.0"),
+        ("vllm/vllm-openai@sha256:0123456789abcdef99", "sha256:0123456789ab"),
+        ("", "unknown"),
+        (None, "unknown"),
+    ],
+)
+def test_image_version(image, expected):
+    assert targets.image_version(image) == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("gpu1", "lab_h200"),  # 'canary' also holds 'mon', so it is not a GPU child group
+        ("gpu2", "lab_h100"),
+        ("gpu3", "spare"),  # explicit vllm_fleet_gpu_group wins
+        ("gw", "gpu_nodes"),  # no child group: the root group
+    ],
+)
+def test_gpu_group(host, expected):
+    assert targets.gpu_group(host, HOSTVARS, GROUPS, "gpu_nodes") == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "address_var", "expected"),
+    [
+        ("gpu1", "vllm_fleet_internal_address", "vllm-fleet-lab-gpu1"),
+        ("gpu2", "vllm_fleet_internal_address", "192.168.10.2"),
+        ("gpu2", "", "10.0.0.2"),
+        ("gw", "vllm_fleet_internal_address", "gw"),
+        ("unknown-host", "vllm_fleet_internal_address", "unknown-host"),
+    ],
+)
+def test_host_address(host, address_var, expected):
+    assert targets.host_address(host, HOSTVARS, address_var) == expected
+
+
+def test_vllm_targets_one_entry_per_model_with_labels():
+    configs = targets.vllm_targets(["gpu1", "gpu2", "gpu3"], HOSTVARS, GROUPS)
+    assert configs == [
+        {
+            "targets": ["vllm-fleet-lab-gpu1:8000"],
+            "labels": {"host": "gpu1", "model": "tiny", "gpu_group": "lab_h200", "version": "v0.11.0"},
+        },
+        {
+            "targets": ["vllm-fleet-lab-gpu1:8001"],
+            "labels": {"host": "gpu1", "model": "small", "gpu_group": "lab_h200", "version": "v0.11.0"},
+        },
+        {
+            "targets": ["192.168.10.2:8000"],
+            "labels": {"host": "gpu2", "model": "tiny", "gpu_group": "lab_h100", "version": "v0.12.0"},
+        },
+    ]
+
+
+def test_vllm_targets_fallback_models_for_hosts_without_models():
+    configs = targets.vllm_targets(["gpu3"], HOSTVARS, GROUPS, fallback_models=[{"name": "m", "port": 9000}])
+    assert configs == [
+        {
+            "targets": ["gpu3:9000"],
+            "labels": {"host": "gpu3", "model": "m", "gpu_group": "spare", "version": "unknown"},
+        }
+    ]
+    assert targets.hosts_without_models(["gpu1", "gpu2", "gpu3"], HOSTVARS) == ["gpu3"]
+
+
+def test_ipv6_address_is_bracketed():
+    hostvars = {"h": {"ansible_host": "fd00::2", "vllm_server_models": [{"name": "m", "port": 8000}]}}
+    assert targets.vllm_targets(["h"], hostvars, {})[0]["targets"] == ["[fd00::2]:8000"]
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        ("tiny:8000", "must be a list"),
+        ([{"port": 8000}], "needs a 'name'"),
+        (["tiny"], "needs a 'name'"),
+        ([{"name": "tiny"}], "needs a 'port'"),
+        ([{"name": "tiny", "port": "http"}], "is not a number"),
+        ([{"name": "tiny", "port": 0}], "outside 1-65535"),
+        ([{"name": "tiny", "port": 70000}], "outside 1-65535"),
+        ([{"name": "a", "port": 8000}, {"name": "b", "port": 8000}], "already used by h model a"),
+    ],
+)
+def test_vllm_targets_rejects_bad_models(models, message):
+    with pytest.raises(targets.TargetError, match=message):
+        targets.vllm_targets(["h"], {"h": {"vllm_server_models": models}}, {})
+
+
+def test_host_targets():
+    configs = targets.host_targets(["gw", "gpu2"], HOSTVARS, 9100, labels={"role": "x"})
+    assert configs == [
+        {"targets": ["gw:9100"], "labels": {"role": "x", "host": "gw"}},
+        {"targets": ["192.168.10.2:9100"], "labels": {"role": "x", "host": "gpu2"}},
+    ]
+    with pytest.raises(targets.TargetError, match="outside"):
+        targets.host_targets(["gw"], HOSTVARS, 99999)
