@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -107,8 +106,14 @@ class HubState:
         self.throttle_bps = 0
         self.corrupt: dict[tuple[str, str], int] = {}
 
-    def add_repo(self, repo_id: str, folder: Path, branch: str = "main", gated_tokens: set[str] | None = None,
-                 tag: str | None = None) -> str:
+    def add_repo(
+        self,
+        repo_id: str,
+        folder: Path,
+        branch: str = "main",
+        gated_tokens: set[str] | None = None,
+        tag: str | None = None,
+    ) -> str:
         """Publish FOLDER as a new commit of REPO_ID on BRANCH; returns the commit id."""
         blobs = scan_folder(Path(folder))
         with self.lock:
@@ -132,8 +137,11 @@ class HubState:
                 "gets": {k: dict(v) for k, v in self.file_gets.items()},
                 "requests": len(self.requests),
                 "repos": {
-                    rid: {"branches": dict(r.branches), "tags": dict(r.tags),
-                          "size": {c: sum(b.size for b in blobs.values()) for c, blobs in r.commits.items()}}
+                    rid: {
+                        "branches": dict(r.branches),
+                        "tags": dict(r.tags),
+                        "size": {c: sum(b.size for b in blobs.values()) for c, blobs in r.commits.items()},
+                    }
                     for rid, r in self.repos.items()
                 },
             }
@@ -198,24 +206,29 @@ class Handler(BaseHTTPRequestHandler):
             self.rfile.read(length)
         try:
             if path.startswith("/_hub/"):
-                self._admin(path[len("/_hub/"):], query)
+                self._admin(path[len("/_hub/") :], query)
             elif path.startswith("/api/v1/"):
-                self._modelscope(path[len("/api/v1/"):], query, head)
+                self._modelscope(path[len("/api/v1/") :], query, head)
             elif path.startswith("/openapi/"):
                 raise HubError(404, "ResourceNotFound", "not served by this stand-in; use the legacy API")
             elif path.startswith("/api/models/"):
-                self._hf_api(path[len("/api/models/"):], query)
+                self._hf_api(path[len("/api/models/") :], query)
             elif "/resolve/" in path:
                 self._hf_resolve(path.lstrip("/"), head)
             else:
                 raise HubError(404, "NotFound", f"no route for {path}")
         except HubError as err:
             if path.startswith("/api/v1/"):
-                self._json({"Code": err.status, "Message": err.message, "RequestId": "test",
-                            "Success": False}, status=err.status)
+                self._json(
+                    {"Code": err.status, "Message": err.message, "RequestId": "test", "Success": False},
+                    status=err.status,
+                )
             else:
-                self._json({"error": err.message}, status=err.status,
-                           headers={"X-Error-Code": err.code, "X-Error-Message": err.message})
+                self._json(
+                    {"error": err.message},
+                    status=err.status,
+                    headers={"X-Error-Code": err.code, "X-Error-Message": err.message},
+                )
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -267,7 +280,7 @@ class Handler(BaseHTTPRequestHandler):
         repo_id, tail = self._split_repo(rest)
         repo = self._hf_repo(repo_id)
         if tail == "" or tail.startswith("revision/"):
-            revision = tail[len("revision/"):] if tail else "main"
+            revision = tail[len("revision/") :] if tail else "main"
             commit = self._hf_commit(repo, revision)
             blobs = repo.commits[commit]
             with_blobs = query.get("blobs", "").lower() == "true"
@@ -281,17 +294,27 @@ class Handler(BaseHTTPRequestHandler):
                         sib["lfs"] = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
                 siblings.append(sib)
             gated: bool | str = "manual" if repo.gated_tokens is not None else False
-            self._json({
-                "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24],  # noqa: S324 - opaque id
-                "id": repo_id, "modelId": repo_id, "author": repo_id.split("/")[0], "sha": commit,
-                "private": False, "gated": gated, "disabled": False, "downloads": 0, "likes": 0,
-                "tags": ["safetensors"] if any(p.endswith(".safetensors") for p in blobs) else ["gguf"],
-                "lastModified": "2026-01-01T00:00:00.000Z", "createdAt": "2026-01-01T00:00:00.000Z",
-                "siblings": siblings,
-            })
+            self._json(
+                {
+                    "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24],  # noqa: S324 - opaque id
+                    "id": repo_id,
+                    "modelId": repo_id,
+                    "author": repo_id.split("/")[0],
+                    "sha": commit,
+                    "private": False,
+                    "gated": gated,
+                    "disabled": False,
+                    "downloads": 0,
+                    "likes": 0,
+                    "tags": ["safetensors"] if any(p.endswith(".safetensors") for p in blobs) else ["gguf"],
+                    "lastModified": "2026-01-01T00:00:00.000Z",
+                    "createdAt": "2026-01-01T00:00:00.000Z",
+                    "siblings": siblings,
+                }
+            )
             return
         if tail.startswith("tree/"):
-            rev_and_path = tail[len("tree/"):]
+            rev_and_path = tail[len("tree/") :]
             revision, _, sub = rev_and_path.partition("/")
             commit = self._hf_commit(repo, revision)
             recursive = query.get("recursive", "").lower() == "true"
@@ -301,20 +324,35 @@ class Handler(BaseHTTPRequestHandler):
             for blob in repo.commits[commit].values():
                 if not blob.path.startswith(prefix):
                     continue
-                rel = blob.path[len(prefix):]
+                rel = blob.path[len(prefix) :]
                 if "/" in rel:
                     top = prefix + rel.split("/", 1)[0]
-                    parents = [top] if not recursive else [
-                        prefix + "/".join(rel.split("/")[: i + 1]) for i in range(rel.count("/"))]
+                    parents = (
+                        [top]
+                        if not recursive
+                        else [prefix + "/".join(rel.split("/")[: i + 1]) for i in range(rel.count("/"))]
+                    )
                     dirs.update(parents)
                     if not recursive:
                         continue
-                entry: dict[str, Any] = {"type": "file", "oid": blob.git_oid, "size": blob.size, "path": blob.path}
+                entry: dict[str, Any] = {
+                    "type": "file",
+                    "oid": blob.git_oid,
+                    "size": blob.size,
+                    "path": blob.path,
+                }
                 if blob.lfs:
                     entry["lfs"] = {"oid": blob.sha256, "size": blob.size, "pointerSize": 134}
                 entries.append(entry)
-            entries += [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(),  # noqa: S324
-                         "size": 0, "path": d} for d in sorted(dirs)]
+            entries += [
+                {
+                    "type": "directory",
+                    "oid": hashlib.sha1(d.encode()).hexdigest(),  # noqa: S324
+                    "size": 0,
+                    "path": d,
+                }
+                for d in sorted(dirs)
+            ]
             self._json(entries)
             return
         raise HubError(404, "NotFound", f"unsupported API path {tail}")
@@ -328,16 +366,30 @@ class Handler(BaseHTTPRequestHandler):
         if repo.gated_tokens is not None:
             token = self._token()
             if token is None:
-                raise HubError(401, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access "
-                               "to it and be authenticated to access it. Please log in.")
+                raise HubError(
+                    401,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access "
+                    "to it and be authenticated to access it. Please log in.",
+                )
             if token not in repo.gated_tokens:
-                raise HubError(403, "GatedRepo", f"Access to model {repo_id} is restricted and you are not in "
-                               "the authorized list. Visit the model page to ask for access.")
+                raise HubError(
+                    403,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted and you are not in "
+                    "the authorized list. Visit the model page to ask for access.",
+                )
         blob = repo.commits[commit].get(filename)
         if blob is None:
-            self._json({"error": "Entry not found"}, status=404,
-                       headers={"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found",
-                                "X-Repo-Commit": commit})
+            self._json(
+                {"error": "Entry not found"},
+                status=404,
+                headers={
+                    "X-Error-Code": "EntryNotFound",
+                    "X-Error-Message": "Entry not found",
+                    "X-Repo-Commit": commit,
+                },
+            )
             return
         headers = {"X-Repo-Commit": commit, "ETag": f'"{blob.sha256 if blob.lfs else blob.git_oid}"'}
         if blob.lfs:
@@ -351,21 +403,37 @@ class Handler(BaseHTTPRequestHandler):
             raise HubError(404, "NotFound", "not available")
         if not rest.startswith("models/"):
             raise HubError(404, "NotFound", f"unsupported path {rest}")
-        repo_id, tail = self._split_repo(rest[len("models/"):])
+        repo_id, tail = self._split_repo(rest[len("models/") :])
         repo = self._repo(repo_id, HubError(404, "NotFound", f"model {repo_id} does not exist"))
         if repo.gated_tokens is not None and self._token() not in repo.gated_tokens:
-            raise HubError(401 if self._token() is None else 403, "Forbidden",
-                           f"model {repo_id} requires an authorised access token")
+            raise HubError(
+                401 if self._token() is None else 403,
+                "Forbidden",
+                f"model {repo_id} requires an authorised access token",
+            )
         revision = query.get("Revision") or "master"
         if tail == "":
             commit = repo.branches.get("master") or next(iter(repo.branches.values()))
-            self._json(_ms_envelope({"Id": 1, "Name": repo_id.split("/")[1], "Path": repo_id.split("/")[0],
-                                     "Revision": commit, "Visibility": 5}))
+            self._json(
+                _ms_envelope(
+                    {
+                        "Id": 1,
+                        "Name": repo_id.split("/")[1],
+                        "Path": repo_id.split("/")[0],
+                        "Revision": commit,
+                        "Visibility": 5,
+                    }
+                )
+            )
             return
         if tail == "revisions":
-            branches = [{"Revision": name, "CreatedAt": 1767225600, "CommitId": c}
-                        for name, c in repo.branches.items()]
-            tags = [{"Revision": name, "CreatedAt": 1767225600, "CommitId": c} for name, c in repo.tags.items()]
+            branches = [
+                {"Revision": name, "CreatedAt": 1767225600, "CommitId": c}
+                for name, c in repo.branches.items()
+            ]
+            tags = [
+                {"Revision": name, "CreatedAt": 1767225600, "CommitId": c} for name, c in repo.tags.items()
+            ]
             self._json(_ms_envelope({"RevisionMap": {"Branches": branches, "Tags": tags}}))
             return
         commit = repo.resolve(revision)
@@ -373,9 +441,20 @@ class Handler(BaseHTTPRequestHandler):
             raise HubError(404, "NotFound", f"revision {revision} of model {repo_id} does not exist")
         blobs = repo.commits[commit]
         if tail == "repo/files":
-            files = [{"Name": b.path.rsplit("/", 1)[-1], "Path": b.path, "Type": "blob", "Size": b.size,
-                      "Sha256": b.sha256, "IsLFS": b.lfs, "Revision": commit, "CommitId": commit,
-                      "Mode": "33188"} for b in blobs.values()]
+            files = [
+                {
+                    "Name": b.path.rsplit("/", 1)[-1],
+                    "Path": b.path,
+                    "Type": "blob",
+                    "Size": b.size,
+                    "Sha256": b.sha256,
+                    "IsLFS": b.lfs,
+                    "Revision": commit,
+                    "CommitId": commit,
+                    "Mode": "33188",
+                }
+                for b in blobs.values()
+            ]
             self._json(_ms_envelope({"Files": files}))
             return
         if tail == "repo":
@@ -392,7 +471,7 @@ class Handler(BaseHTTPRequestHandler):
         status = 200
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes="):
-            first, _, last = rng[len("bytes="):].split(",")[0].partition("-")
+            first, _, last = rng[len("bytes=") :].split(",")[0].partition("-")
             if first == "":
                 start = max(blob.size - int(last), 0)
             else:
@@ -454,9 +533,13 @@ class Handler(BaseHTTPRequestHandler):
             self._json({"ok": True})
         elif action == "add" and self.command == "POST":
             tokens = query.get("gated")
-            commit = self.state.add_repo(query["repo"], Path(query["dir"]), query.get("branch", "main"),
-                                         set(tokens.split("+")) if tokens is not None else None,
-                                         tag=query.get("tag"))
+            commit = self.state.add_repo(
+                query["repo"],
+                Path(query["dir"]),
+                query.get("branch", "main"),
+                set(tokens.split("+")) if tokens is not None else None,
+                tag=query.get("tag"),
+            )
             self._json({"commit": commit})
         else:
             raise HubError(404, "NotFound", f"unknown test hook {action}")
@@ -499,25 +582,39 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int], bytes
             fh.write(data)
 
 
-def make_model(out: Path, shards: int = 2, shard_bytes: int = 1 << 20, gguf_only: bool = False,
-               seed: str = "vllm-fleet") -> Path:
+def make_model(
+    out: Path, shards: int = 2, shard_bytes: int = 1 << 20, gguf_only: bool = False, seed: str = "vllm-fleet"
+) -> Path:
     """A small Llama-shaped model folder with sharded safetensors (or only a GGUF file)."""
     out.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-              "intermediate_size": 128, "num_hidden_layers": shards, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 512,
-              "torch_dtype": "float32", "tie_word_embeddings": False}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": shards,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 256,
+        "max_position_embeddings": 512,
+        "torch_dtype": "float32",
+        "tie_word_embeddings": False,
+    }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "README.md").write_text(f"# test model {seed}\n")
-    (out / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
-                                        "*.gguf filter=lfs diff=lfs merge=lfs -text\n")
+    (out / ".gitattributes").write_text(
+        "*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.gguf filter=lfs diff=lfs merge=lfs -text\n"
+    )
     if gguf_only:
-        (out / "model-Q4_K_M.gguf").write_bytes(b"GGUF" + struct.pack("<I", 3) + _prng_bytes(seed, shard_bytes))
+        (out / "model-Q4_K_M.gguf").write_bytes(
+            b"GGUF" + struct.pack("<I", 3) + _prng_bytes(seed, shard_bytes)
+        )
         return out
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}) + "\n")
     vocab = {chr(c): c for c in range(32, 127)}
-    (out / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": vocab,
-                                                                                "merges": []}}) + "\n")
+    (out / "tokenizer.json").write_text(
+        json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": vocab, "merges": []}}) + "\n"
+    )
     (out / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 512}) + "\n")
     weight_map: dict[str, str] = {}
     total = 0
@@ -552,7 +649,9 @@ def _parse_repo_arg(value: str) -> tuple[str, Path, str, set[str] | None, str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     serve = sub.add_parser("serve", help="serve repositories")
     serve.add_argument("--host", default="0.0.0.0")  # noqa: S104 - test server inside a test network

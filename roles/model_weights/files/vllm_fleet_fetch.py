@@ -35,7 +35,6 @@ from vllm_fleet_weights import (  # noqa: E402 - after the path set-up above
     RemoteFile,
     WeightsError,
     WriterLock,
-    atomic_write,
     build_manifest,
     check_disk_space,
     check_present,
@@ -76,7 +75,9 @@ class HuggingFaceSource:
     """huggingface_hub: model_info(files_metadata=True) for metadata, snapshot_download into staging."""
 
     def __init__(self, endpoint: str | None, token: str | None, workers: int) -> None:
-        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT["huggingface"]).rstrip("/")
+        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT["huggingface"]).rstrip(
+            "/"
+        )
         self.token = token or None
         self.workers = workers
 
@@ -90,24 +91,40 @@ class HuggingFaceSource:
 
         repo = model["repo_id"]
         if isinstance(err, RevisionNotFoundError):
-            return WeightsError("unknown_revision", f"Revision {revision!r} does not exist in {repo} on "
-                                f"{self.endpoint}.", f"Set revision of model {model['name']!r} in "
-                                "model_weights_models to an existing commit, tag or branch.")
+            return WeightsError(
+                "unknown_revision",
+                f"Revision {revision!r} does not exist in {repo} on {self.endpoint}.",
+                f"Set revision of model {model['name']!r} in "
+                "model_weights_models to an existing commit, tag or branch.",
+            )
         if isinstance(err, GatedRepoError):
             if self.token:
-                return WeightsError("gated_denied", f"{repo} is gated and the token in model_weights_hf_token "
-                                    "has not been granted access.", f"Accept the licence of {repo} on the hub "
-                                    "with the account of that token (or use a token that has access).")
+                return WeightsError(
+                    "gated_denied",
+                    f"{repo} is gated and the token in model_weights_hf_token has not been granted access.",
+                    f"Accept the licence of {repo} on the hub "
+                    "with the account of that token (or use a token that has access).",
+                )
             return _gated_no_token(repo)
         if isinstance(err, RepositoryNotFoundError):
-            return WeightsError("repo_not_found", f"Repository {repo} was not found on {self.endpoint} (or is "
-                                "private and the token cannot see it).", "Check repo_id and endpoint of model "
-                                f"{model['name']!r}; for a private repository set model_weights_hf_token.")
+            return WeightsError(
+                "repo_not_found",
+                f"Repository {repo} was not found on {self.endpoint} (or is "
+                "private and the token cannot see it).",
+                "Check repo_id and endpoint of model "
+                f"{model['name']!r}; for a private repository set model_weights_hf_token.",
+            )
         if isinstance(err, HfHubHTTPError):
-            return WeightsError("hub_error", f"{self.endpoint} answered {err}.",
-                                "Retry later, or set endpoint of the model to a reachable mirror.")
-        return WeightsError("hub_unreachable", f"Cannot reach {self.endpoint}: {err}.",
-                            "Check the writer host's network/proxy, or set endpoint to a mirror.")
+            return WeightsError(
+                "hub_error",
+                f"{self.endpoint} answered {err}.",
+                "Retry later, or set endpoint of the model to a reachable mirror.",
+            )
+        return WeightsError(
+            "hub_unreachable",
+            f"Cannot reach {self.endpoint}: {err}.",
+            "Check the writer host's network/proxy, or set endpoint to a mirror.",
+        )
 
     def plan(self, model: dict[str, Any]) -> Plan:
         import httpx2
@@ -123,12 +140,24 @@ class HuggingFaceSource:
         gated = bool(info.gated)
         if gated and not self.token:
             raise _gated_no_token(model["repo_id"])
-        files = [RemoteFile(s.rfilename, int(s.size or 0), s.lfs.sha256 if s.lfs else None, s.blob_id)
-                 for s in info.siblings or []]
-        kept, skipped = select_files(files, model.get("allow_patterns"), model.get("ignore_patterns"),
-                                     model["repo_id"])
-        return Plan(model["name"], "huggingface", model["repo_id"], revision, str(info.sha), "commit", kept,
-                    gated, skipped)
+        files = [
+            RemoteFile(s.rfilename, int(s.size or 0), s.lfs.sha256 if s.lfs else None, s.blob_id)
+            for s in info.siblings or []
+        ]
+        kept, skipped = select_files(
+            files, model.get("allow_patterns"), model.get("ignore_patterns"), model["repo_id"]
+        )
+        return Plan(
+            model["name"],
+            "huggingface",
+            model["repo_id"],
+            revision,
+            str(info.sha),
+            "commit",
+            kept,
+            gated,
+            skipped,
+        )
 
     def download(self, plan: Plan, staging: Path, paths: list[str], force: bool) -> None:
         import httpx2
@@ -140,13 +169,28 @@ class HuggingFaceSource:
             if force:
                 for path in paths:
                     (staging / path).unlink(missing_ok=True)
-                    (staging / ".cache" / "huggingface" / "download" / f"{path}.metadata").unlink(missing_ok=True)
-                    hf_hub_download(plan.repo_id, path, revision=plan.revision, local_dir=staging,
-                                    endpoint=self.endpoint, token=self.token or False, force_download=True)
+                    (staging / ".cache" / "huggingface" / "download" / f"{path}.metadata").unlink(
+                        missing_ok=True
+                    )
+                    hf_hub_download(
+                        plan.repo_id,
+                        path,
+                        revision=plan.revision,
+                        local_dir=staging,
+                        endpoint=self.endpoint,
+                        token=self.token or False,
+                        force_download=True,
+                    )
             else:
-                snapshot_download(plan.repo_id, revision=plan.revision, local_dir=staging,
-                                  allow_patterns=[glob_escape(p) for p in paths], endpoint=self.endpoint,
-                                  token=self.token or False, max_workers=self.workers)
+                snapshot_download(
+                    plan.repo_id,
+                    revision=plan.revision,
+                    local_dir=staging,
+                    allow_patterns=[glob_escape(p) for p in paths],
+                    endpoint=self.endpoint,
+                    token=self.token or False,
+                    max_workers=self.workers,
+                )
         except (HfHubHTTPError, httpx2.HTTPError) as err:
             raise self._map_error(err, model, plan.revision) from None
 
@@ -156,8 +200,9 @@ class ModelScopeSource:
     modelscope.snapshot_download into staging."""
 
     def __init__(self, endpoint: str | None, token: str | None, workers: int) -> None:
-        self.endpoint = (endpoint or os.environ.get("MODELSCOPE_ENDPOINT")
-                         or DEFAULT_ENDPOINT["modelscope"]).rstrip("/")
+        self.endpoint = (
+            endpoint or os.environ.get("MODELSCOPE_ENDPOINT") or DEFAULT_ENDPOINT["modelscope"]
+        ).rstrip("/")
         self.token = token or None
         self.workers = workers
 
@@ -173,26 +218,40 @@ class ModelScopeSource:
                 branches, tags = api.legacy.list_revisions_detail(repo, "model")
                 names = {b.get("Revision") for b in branches} | {t.get("Revision") for t in tags}
                 if revision not in names:
-                    raise WeightsError("unknown_revision", f"Revision {revision!r} does not exist in {repo} on "
-                                       f"{self.endpoint} (branches and tags: {', '.join(sorted(n for n in names if n))})."
-                                       , f"Set revision of model {model['name']!r} in model_weights_models to an "
-                                       "existing tag, branch or commit.")
+                    raise WeightsError(
+                        "unknown_revision",
+                        f"Revision {revision!r} does not exist in {repo} on "
+                        f"{self.endpoint} (branches and tags: {', '.join(sorted(n for n in names if n))}).",
+                        f"Set revision of model {model['name']!r} in model_weights_models to an "
+                        "existing tag, branch or commit.",
+                    )
             infos = api.list_repo_files(repo, "model", revision=revision, recursive=True)
         except (AuthenticationError, PermissionDeniedError):
             if self.token:
-                raise WeightsError("gated_denied", f"{repo} refused the token in model_weights_modelscope_token.",
-                                   f"Request access to {repo} with the account of that token.") from None
+                raise WeightsError(
+                    "gated_denied",
+                    f"{repo} refused the token in model_weights_modelscope_token.",
+                    f"Request access to {repo} with the account of that token.",
+                ) from None
             raise _gated_no_token(repo, "model_weights_modelscope_token") from None
         except NotExistError:
             if COMMIT_RE.match(revision):
-                raise WeightsError("unknown_revision", f"Revision {revision!r} does not exist in {repo} on "
-                                   f"{self.endpoint}.", f"Set revision of model {model['name']!r} to an "
-                                   "existing commit, tag or branch.") from None
-            raise WeightsError("repo_not_found", f"Repository {repo} was not found on {self.endpoint}.",
-                               f"Check repo_id and endpoint of model {model['name']!r}.") from None
+                raise WeightsError(
+                    "unknown_revision",
+                    f"Revision {revision!r} does not exist in {repo} on {self.endpoint}.",
+                    f"Set revision of model {model['name']!r} to an existing commit, tag or branch.",
+                ) from None
+            raise WeightsError(
+                "repo_not_found",
+                f"Repository {repo} was not found on {self.endpoint}.",
+                f"Check repo_id and endpoint of model {model['name']!r}.",
+            ) from None
         except APIError as err:
-            raise WeightsError("hub_error", f"{self.endpoint} answered {err}.",
-                               "Retry later, or set endpoint of the model to a reachable mirror.") from None
+            raise WeightsError(
+                "hub_error",
+                f"{self.endpoint} answered {err}.",
+                "Retry later, or set endpoint of the model to a reachable mirror.",
+            ) from None
         files = [RemoteFile(f.path, int(f.size), f.sha256 or None, None) for f in infos if not f.is_dir]
         kept, skipped = select_files(files, model.get("allow_patterns"), model.get("ignore_patterns"), repo)
         if COMMIT_RE.match(revision):
@@ -210,12 +269,21 @@ class ModelScopeSource:
                 (staging / path).unlink(missing_ok=True)
         revision = plan.revision if plan.revision_kind == "commit" else plan.requested_revision
         try:
-            snapshot_download(model_id=plan.repo_id, revision=revision, local_dir=str(staging),
-                              allow_patterns=[glob_escape(p) for p in paths], endpoint=self.endpoint,
-                              token=self.token, max_workers=self.workers)
+            snapshot_download(
+                model_id=plan.repo_id,
+                revision=revision,
+                local_dir=str(staging),
+                allow_patterns=[glob_escape(p) for p in paths],
+                endpoint=self.endpoint,
+                token=self.token,
+                max_workers=self.workers,
+            )
         except (APIError, OSError) as err:
-            raise WeightsError("hub_error", f"Download of {plan.repo_id} from {self.endpoint} failed: {err}.",
-                               "Re-run the play: finished files are kept and not fetched again.") from None
+            raise WeightsError(
+                "hub_error",
+                f"Download of {plan.repo_id} from {self.endpoint} failed: {err}.",
+                "Re-run the play: finished files are kept and not fetched again.",
+            ) from None
 
 
 class LocalSource:
@@ -226,17 +294,31 @@ class LocalSource:
     def plan(self, model: dict[str, Any]) -> Plan:
         folder = Path(str(model.get("path") or ""))
         if not folder.is_dir():
-            raise WeightsError("local_path_missing", f"Local model folder {folder} does not exist on the writer "
-                               "host.", f"Set path of model {model['name']!r} to a folder on the writer host.")
+            raise WeightsError(
+                "local_path_missing",
+                f"Local model folder {folder} does not exist on the writer host.",
+                f"Set path of model {model['name']!r} to a folder on the writer host.",
+            )
         files = []
         for item in sorted(folder.rglob("*")):
             rel = item.relative_to(folder)
             if item.is_file() and not any(part.startswith(".") for part in rel.parts):
                 files.append(RemoteFile(rel.as_posix(), item.stat().st_size, hash_file(item)[0], None))
-        kept, skipped = select_files(files, model.get("allow_patterns"), model.get("ignore_patterns"), str(folder))
+        kept, skipped = select_files(
+            files, model.get("allow_patterns"), model.get("ignore_patterns"), str(folder)
+        )
         repo = model.get("repo_id") or f"local/{model['name']}"
-        return Plan(model["name"], "local", repo, "local", listing_digest(kept), "listing-digest", kept, False,
-                    skipped)
+        return Plan(
+            model["name"],
+            "local",
+            repo,
+            "local",
+            listing_digest(kept),
+            "listing-digest",
+            kept,
+            False,
+            skipped,
+        )
 
     def __init__(self, folder_of: dict[str, str]) -> None:
         self.folder_of = folder_of
@@ -254,30 +336,50 @@ class LocalSource:
 
 
 def _gated_no_token(repo: str, var: str = "model_weights_hf_token") -> WeightsError:
-    return WeightsError("gated_no_token", f"{repo} is a gated repository and no token is configured.",
-                        f"Accept its licence on the hub, then put a read token in {var} (Ansible Vault).")
+    return WeightsError(
+        "gated_no_token",
+        f"{repo} is a gated repository and no token is configured.",
+        f"Accept its licence on the hub, then put a read token in {var} (Ansible Vault).",
+    )
 
 
 def make_source(model: dict[str, Any], spec: dict[str, Any]) -> Source:
     kind = model.get("source", "huggingface")
     workers = int(spec.get("download_workers", 8))
     if kind == "huggingface":
-        return HuggingFaceSource(model.get("endpoint") or spec.get("hf_endpoint"),
-                                 os.environ.get(TOKEN_ENV["huggingface"]), workers)
+        return HuggingFaceSource(
+            model.get("endpoint") or spec.get("hf_endpoint"),
+            os.environ.get(TOKEN_ENV["huggingface"]),
+            workers,
+        )
     if kind == "modelscope":
-        return ModelScopeSource(model.get("endpoint") or spec.get("modelscope_endpoint"),
-                                os.environ.get(TOKEN_ENV["modelscope"]), workers)
+        return ModelScopeSource(
+            model.get("endpoint") or spec.get("modelscope_endpoint"),
+            os.environ.get(TOKEN_ENV["modelscope"]),
+            workers,
+        )
     if kind == "local":
         return LocalSource({model["name"]: str(model.get("path"))})
-    raise WeightsError("bad_source", f"Model {model.get('name')!r} has source {kind!r}.",
-                       "Set source to huggingface, modelscope or local.")
+    raise WeightsError(
+        "bad_source",
+        f"Model {model.get('name')!r} has source {kind!r}.",
+        "Set source to huggingface, modelscope or local.",
+    )
 
 
 def _result(plan: Plan, root: Path, status: str, **extra: Any) -> dict[str, Any]:
     path = final_dir(root, plan.repo_id, plan.revision)
-    out = {"status": status, "path": str(path), "repo_id": plan.repo_id, "source": plan.source,
-           "revision": plan.revision, "requested_revision": plan.requested_revision,
-           "revision_kind": plan.revision_kind, "total_bytes": plan.total_bytes, "files": len(plan.files)}
+    out = {
+        "status": status,
+        "path": str(path),
+        "repo_id": plan.repo_id,
+        "source": plan.source,
+        "revision": plan.revision,
+        "requested_revision": plan.requested_revision,
+        "revision_kind": plan.revision_kind,
+        "total_bytes": plan.total_bytes,
+        "files": len(plan.files),
+    }
     config = path / "config.json" if path.is_dir() else None
     if config is not None and config.is_file():
         try:
@@ -307,15 +409,20 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
     full = bool(spec.get("verify_existing_full", False))
     if check_present(target, plan, full=full) is None:
         changed = False if check else write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
-        return changed, _result(plan, root, "present", fetched_files=0, verify_seconds=0.0, waited_seconds=0.0)
+        return changed, _result(
+            plan, root, "present", fetched_files=0, verify_seconds=0.0, waited_seconds=0.0
+        )
     if check:
         return True, _result(plan, root, "would_fetch", fetched_files=len(plan.files))
 
     mdir = model_dir(root, plan.repo_id)
     mdir.mkdir(parents=True, exist_ok=True)
-    lock = WriterLock(mdir / LOCK_NAME, stale_after=float(spec.get("lock_stale_seconds", 600)),
-                      heartbeat=float(spec.get("lock_heartbeat_seconds", 15)),
-                      poll=float(spec.get("lock_poll_seconds", 2)))
+    lock = WriterLock(
+        mdir / LOCK_NAME,
+        stale_after=float(spec.get("lock_stale_seconds", 600)),
+        heartbeat=float(spec.get("lock_heartbeat_seconds", 15)),
+        poll=float(spec.get("lock_poll_seconds", 2)),
+    )
 
     def waiting(owner: Any) -> None:
         log.info("waiting for %s held by %s", lock.path, owner)
@@ -324,8 +431,14 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
     try:
         if check_present(target, plan) is None:  # another writer finished while we waited
             changed = write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
-            return changed, _result(plan, root, "present", fetched_files=0, verify_seconds=0.0,
-                                    waited_seconds=round(lock.waited, 3))
+            return changed, _result(
+                plan,
+                root,
+                "present",
+                fetched_files=0,
+                verify_seconds=0.0,
+                waited_seconds=round(lock.waited, 3),
+            )
         if target.exists():  # a copy without a valid manifest: never trusted, set aside
             trash = mdir / f".trash-{plan.revision}-{int(time.time())}"
             os.replace(target, trash)
@@ -336,9 +449,13 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
         meta = [f.path for f in plan.files if f.is_metadata]
         if meta:
             source.download(plan, staging, meta, force=False)
-        disk = check_disk_space(staging, missing_bytes(plan.files, staging),
-                                int(float(spec.get("disk_margin_bytes", 1 << 30))),
-                                float(spec.get("disk_margin_ratio", 0.05)), f"{plan.repo_id}@{plan.revision}")
+        disk = check_disk_space(
+            staging,
+            missing_bytes(plan.files, staging),
+            int(float(spec.get("disk_margin_bytes", 1 << 30))),
+            float(spec.get("disk_margin_ratio", 0.05)),
+            f"{plan.repo_id}@{plan.revision}",
+        )
         fetched = len([f for f in plan.files if not (staging / f.path).is_file()])
         lock.ensure_held()
         source.download(plan, staging, [f.path for f in plan.files], force=False)
@@ -352,10 +469,14 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
             if not bad:
                 break
             if attempt == retries:
-                raise WeightsError("verify_failed", f"{plan.repo_id}@{plan.revision}: {len(bad)} file(s) still do "
-                                   f"not match the hub after {retries} re-fetches: "
-                                   + "; ".join(f"{p}: {r}" for p, r in sorted(bad.items())[:5]) + ".",
-                                   "Check the storage and the mirror (endpoint) for corruption, then re-run.")
+                raise WeightsError(
+                    "verify_failed",
+                    f"{plan.repo_id}@{plan.revision}: {len(bad)} file(s) still do "
+                    f"not match the hub after {retries} re-fetches: "
+                    + "; ".join(f"{p}: {r}" for p, r in sorted(bad.items())[:5])
+                    + ".",
+                    "Check the storage and the mirror (endpoint) for corruption, then re-run.",
+                )
             log.warning("re-fetching %d file(s) that failed verification: %s", len(bad), bad)
             refetched.update(bad)
             lock.ensure_held()
@@ -366,9 +487,18 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
         os.replace(staging, target)
         write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
         verified = sum(f.size for f in plan.files)
-        return True, _result(plan, root, "fetched", fetched_files=fetched, refetched=sorted(refetched),
-                             verify_seconds=round(verify_seconds, 3), verified_bytes=verified,
-                             waited_seconds=round(lock.waited, 3), disk=disk, skipped=plan.skipped)
+        return True, _result(
+            plan,
+            root,
+            "fetched",
+            fetched_files=fetched,
+            refetched=sorted(refetched),
+            verify_seconds=round(verify_seconds, 3),
+            verified_bytes=verified,
+            waited_seconds=round(lock.waited, 3),
+            disk=disk,
+            skipped=plan.skipped,
+        )
     finally:
         lock.release()
 
@@ -387,22 +517,33 @@ def wait_model(model: dict[str, Any], spec: dict[str, Any], deadline: float) -> 
             why = check_present(path, None) or ""
             if not why:
                 manifest = read_manifest(path) or {}
-                out = {"status": "present", "path": str(path), "repo_id": repo, "revision": revision,
-                       "requested_revision": requested, "total_bytes": manifest.get("total_bytes"),
-                       "files": len(manifest.get("files", []))}
+                out = {
+                    "status": "present",
+                    "path": str(path),
+                    "repo_id": repo,
+                    "revision": revision,
+                    "requested_revision": requested,
+                    "total_bytes": manifest.get("total_bytes"),
+                    "files": len(manifest.get("files", [])),
+                }
                 if (path / "config.json").is_file():
                     out["config"] = json.loads((path / "config.json").read_text())
                 return out
         if time.monotonic() > deadline:
-            raise WeightsError("wait_timeout", f"No verified copy of {repo}@{requested} appeared under {root} "
-                               f"({why}).", "Check that the writer host fetched it (model_weights stage on the "
-                               "storage host) and that model_weights_root is the mount of the shared storage "
-                               "on this host.")
+            raise WeightsError(
+                "wait_timeout",
+                f"No verified copy of {repo}@{requested} appeared under {root} ({why}).",
+                "Check that the writer host fetched it (model_weights stage on the "
+                "storage host) and that model_weights_root is the mount of the shared storage "
+                "on this host.",
+            )
         time.sleep(float(spec.get("wait_poll_seconds", 3)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", choices=["fetch", "wait"])
     parser.add_argument("--spec", required=True, help="JSON file: {root, models: [...], ...} ('-' = stdin)")
     parser.add_argument("--check", action="store_true", help="report what would change; fetch nothing")

@@ -28,11 +28,33 @@ MANIFEST_FORMAT = 1
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-OTHER_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx", ".ckpt", ".ot", ".tflite")
-METADATA_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                  "special_tokens_map.json", "tokenizer.model", "vocab.json", "merges.txt",
-                  "model.safetensors.index.json", "pytorch_model.bin.index.json", "preprocessor_config.json",
-                  "chat_template.jinja", "configuration.json")
+OTHER_WEIGHT_SUFFIXES = (
+    ".bin",
+    ".pt",
+    ".pth",
+    ".gguf",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".ckpt",
+    ".ot",
+    ".tflite",
+)
+METADATA_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "preprocessor_config.json",
+    "chat_template.jinja",
+    "configuration.json",
+)
 HASH_BLOCK = 4 << 20
 
 
@@ -84,8 +106,11 @@ class Plan:
 # -- layout ----------------------------------------------------------------------------------------
 def check_repo_id(repo_id: str) -> None:
     if not REPO_ID_RE.match(repo_id or "") or ".." in repo_id:
-        raise WeightsError("bad_repo_id", f"Repository id {repo_id!r} is not of the form ORG/NAME.",
-                           "Set repo_id in model_weights_models to ORG/NAME, e.g. Qwen/Qwen2.5-0.5B-Instruct.")
+        raise WeightsError(
+            "bad_repo_id",
+            f"Repository id {repo_id!r} is not of the form ORG/NAME.",
+            "Set repo_id in model_weights_models to ORG/NAME, e.g. Qwen/Qwen2.5-0.5B-Instruct.",
+        )
 
 
 def model_dir(root: str | Path, repo_id: str) -> Path:
@@ -148,8 +173,9 @@ def _normalise(patterns: Sequence[str] | str | None) -> list[str]:
     return [p + "*" if p.endswith("/") else p for p in items]
 
 
-def filter_paths(paths: Iterable[str], allow: Sequence[str] | str | None = None,
-                 ignore: Sequence[str] | str | None = None) -> list[str]:
+def filter_paths(
+    paths: Iterable[str], allow: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None
+) -> list[str]:
     """Same semantics as the hub clients: keep paths matching any allow pattern and no ignore pattern."""
     allow_p, ignore_p = _normalise(allow), _normalise(ignore)
     kept = []
@@ -162,8 +188,12 @@ def filter_paths(paths: Iterable[str], allow: Sequence[str] | str | None = None,
     return kept
 
 
-def select_files(files: Sequence[RemoteFile], allow: Sequence[str] | str | None,
-                 ignore: Sequence[str] | str | None, repo_label: str) -> tuple[list[RemoteFile], list[str]]:
+def select_files(
+    files: Sequence[RemoteFile],
+    allow: Sequence[str] | str | None,
+    ignore: Sequence[str] | str | None,
+    repo_label: str,
+) -> tuple[list[RemoteFile], list[str]]:
     """Apply patterns, refuse repositories vLLM cannot load from safetensors/bin, and, when safetensors
     exist and no allow patterns were given, skip duplicate weight formats (pytorch .bin, GGUF, ...)."""
     by_path = {f.path: f for f in files}
@@ -182,12 +212,14 @@ def select_files(files: Sequence[RemoteFile], allow: Sequence[str] | str | None,
                 f"{repo_label} holds only GGUF files ({', '.join(sorted(ggufs)[:3])}); the fleet serves "
                 "safetensors checkpoints.",
                 "Point repo_id at the original safetensors repository of this model (GGUF repositories are "
-                "quantised copies for llama.cpp).")
+                "quantised copies for llama.cpp).",
+            )
         raise WeightsError(
             "no_weights",
             f"{repo_label} has no .safetensors or .bin weight files after allow_patterns/ignore_patterns "
             f"({len(kept)} files kept of {len(by_path)}).",
-            "Check repo_id and the allow_patterns/ignore_patterns of this model in model_weights_models.")
+            "Check repo_id and the allow_patterns/ignore_patterns of this model in model_weights_models.",
+        )
     return [by_path[p] for p in kept], skipped
 
 
@@ -221,8 +253,14 @@ def missing_bytes(files: Sequence[RemoteFile], directory: Path) -> int:
     return total
 
 
-def check_disk_space(directory: Path, needed: int, margin_bytes: int, margin_ratio: float,
-                     label: str, free: Callable[[Path], int] = free_bytes) -> dict[str, int]:
+def check_disk_space(
+    directory: Path,
+    needed: int,
+    margin_bytes: int,
+    margin_ratio: float,
+    label: str,
+    free: Callable[[Path], int] = free_bytes,
+) -> dict[str, int]:
     required = needed + max(margin_bytes, int(needed * margin_ratio))
     available = free(directory)
     if available < required:
@@ -231,7 +269,8 @@ def check_disk_space(directory: Path, needed: int, margin_bytes: int, margin_rat
             f"Not enough space for {label} under {directory}: {_gib(needed)} to download plus "
             f"{_gib(required - needed)} margin needs {_gib(required)}, only {_gib(available)} free.",
             "Free space on the model storage (old revisions live next to the new one), enlarge it, or "
-            "lower model_weights_disk_margin_gb / model_weights_disk_margin_ratio.")
+            "lower model_weights_disk_margin_gb / model_weights_disk_margin_ratio.",
+        )
     return {"needed": needed, "required": required, "free": available}
 
 
@@ -263,7 +302,9 @@ def verify_file(directory: Path, f: RemoteFile) -> str | None:
         return "missing"
     if size != f.size:
         return f"size {size} != {f.size}"
-    sha, git = hash_file(path, want_sha256=f.sha256 is not None, want_git=f.sha256 is None and bool(f.git_oid))
+    sha, git = hash_file(
+        path, want_sha256=f.sha256 is not None, want_git=f.sha256 is None and bool(f.git_oid)
+    )
     if f.sha256 is not None and sha != f.sha256:
         return f"sha256 {sha} != {f.sha256}"
     if f.sha256 is None and f.git_oid and git != f.git_oid:
@@ -326,8 +367,11 @@ def check_present(directory: Path, plan: Plan | None, full: bool = False) -> str
             return "file set differs from the hub"
         for path, f in wanted.items():
             r = recorded[path]
-            if r.size != f.size or (f.sha256 and r.sha256 != f.sha256) or (f.git_oid and r.git_oid
-                                                                        and r.git_oid != f.git_oid):
+            if (
+                r.size != f.size
+                or (f.sha256 and r.sha256 != f.sha256)
+                or (f.git_oid and r.git_oid and r.git_oid != f.git_oid)
+            ):
                 return f"{path} differs from the hub"
     if full:
         bad = verify_tree(directory, list(recorded.values()))
@@ -360,8 +404,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def lock_is_stale(info: LockInfo | None, mtime: float, now: float, stale_after: float, local_host: str,
-                  alive: Callable[[int], bool] = pid_alive) -> bool:
+def lock_is_stale(
+    info: LockInfo | None,
+    mtime: float,
+    now: float,
+    stale_after: float,
+    local_host: str,
+    alive: Callable[[int], bool] = pid_alive,
+) -> bool:
     """A lock is stale when its owner is a dead process on this host, or its heartbeat (the file's
     mtime) is older than STALE_AFTER seconds (owner on another host, or unreadable content)."""
     if info is not None and info.host == local_host and not alive(info.pid):
@@ -378,8 +428,15 @@ class WriterLock:
     token; the owner refreshes its mtime (heartbeat) so waiters on other hosts can tell a crashed
     owner from a slow one. Takeover of a stale lock is serialised through a second O_EXCL file."""
 
-    def __init__(self, path: Path, stale_after: float = 600.0, heartbeat: float = 15.0, poll: float = 2.0,
-                 host: str | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: Path,
+        stale_after: float = 600.0,
+        heartbeat: float = 15.0,
+        poll: float = 2.0,
+        host: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self.breaker = self.path.with_name(self.path.name + ".break")
         self.stale_after, self.heartbeat, self.poll = stale_after, heartbeat, poll
@@ -400,7 +457,9 @@ class WriterLock:
             return None
         try:
             data = json.loads(raw)
-            return LockInfo(str(data["host"]), int(data["pid"]), str(data["token"]), float(data["started"])), mtime
+            return LockInfo(
+                str(data["host"]), int(data["pid"]), str(data["token"]), float(data["started"])
+            ), mtime
         except (ValueError, KeyError, TypeError):
             return None, mtime
 
@@ -411,7 +470,9 @@ class WriterLock:
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as fh:
-            json.dump({"host": self.host, "pid": os.getpid(), "token": self.token, "started": self.clock()}, fh)
+            json.dump(
+                {"host": self.host, "pid": os.getpid(), "token": self.token, "started": self.clock()}, fh
+            )
             fh.flush()
             os.fsync(fh.fileno())
         return True
@@ -436,8 +497,11 @@ class WriterLock:
         os.close(fd)
         try:
             again = self.read()
-            if again is None or again[0] != info or not lock_is_stale(again[0], again[1], self.clock(),
-                                                                     self.stale_after, self.host):
+            if (
+                again is None
+                or again[0] != info
+                or not lock_is_stale(again[0], again[1], self.clock(), self.stale_after, self.host)
+            ):
                 return False
             self.path.unlink(missing_ok=True)
             self.took_over = info
@@ -463,7 +527,8 @@ class WriterLock:
                     f"Waited {timeout:.0f}s for the writer lock {self.path} held by {who}.",
                     "Let that download finish, or if its host is gone wait model_weights_lock_stale_seconds "
                     f"for the lock to go stale (or delete {self.path}); raise model_weights_lock_timeout "
-                    "for very large models.")
+                    "for very large models.",
+                )
             if on_wait is not None:
                 current = self.read()
                 on_wait(current[0] if current else None)
@@ -494,7 +559,8 @@ class WriterLock:
                 "lock_lost",
                 f"Another writer took over {self.path} while this one was working (heartbeat missed for "
                 f"more than {self.stale_after:.0f}s).",
-                "Raise model_weights_lock_stale_seconds above the longest stall of the storage, then re-run.")
+                "Raise model_weights_lock_stale_seconds above the longest stall of the storage, then re-run.",
+            )
 
     def release(self) -> None:
         self._stop.set()
