@@ -3,6 +3,7 @@
 fleet_monitoring_vllm_targets(hosts, hostvars, groups, ...)  static_configs for every vLLM /metrics
 fleet_monitoring_host_targets(hosts, hostvars, port, ...)    static_configs for a per-host exporter
 fleet_monitoring_hosts_without_models(hosts, hostvars)       GPU hosts declaring no models
+fleet_monitoring_dcgm_hosts(hosts, hostvars)                GPU hosts that run the DCGM exporter
 fleet_monitoring_image_version(image)                        the version label of an image reference
 """
 
@@ -40,5 +41,6 @@ class FilterModule:
             "fleet_monitoring_vllm_targets": _wrap("fleet_monitoring_vllm_targets", targets.vllm_targets),
             "fleet_monitoring_host_targets": _wrap("fleet_monitoring_host_targets", targets.host_targets),
             "fleet_monitoring_hosts_without_models": targets.hosts_without_models,
+            "fleet_monitoring_dcgm_hosts": targets.dcgm_hosts,
             "fleet_monitoring_image_version": targets.image_version,
         }

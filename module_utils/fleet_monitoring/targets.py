@@ -156,6 +156,33 @@ def hosts_without_models(
     return [h for h in hosts if not (hostvars.get(h) or {}).get(models_var)]
 
 
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off", "n", "f")
+    return bool(value)
+
+
+def dcgm_hosts(
+    hosts: Iterable[str], hostvars: Mapping[str, Any], enabled_var: str = "dcgm_exporter_enabled"
+) -> list[str]:
+    """GPU hosts that run the DCGM exporter.
+
+    A host is left out when ``enabled_var`` is false on it, or when its gathered
+    ``ansible_facts.nvidia_gpu.present`` says it has no GPU (unknown counts as present).
+    """
+    selected = []
+    for host in hosts:
+        hvars = hostvars.get(host) or {}
+        if not _truthy(hvars.get(enabled_var, True)):
+            continue
+        facts = hvars.get("ansible_facts") or {}
+        gpu = facts.get("nvidia_gpu") if isinstance(facts, Mapping) else None
+        if isinstance(gpu, Mapping) and "present" in gpu and not _truthy(gpu["present"]):
+            continue
+        selected.append(host)
+    return selected
+
+
 def host_targets(
     hosts: Iterable[str],
     hostvars: Mapping[str, Any],

@@ -136,3 +136,20 @@ def test_host_targets():
     ]
     with pytest.raises(targets.TargetError, match="outside"):
         targets.host_targets(["gw"], HOSTVARS, 99999)
+
+
+@pytest.mark.parametrize(
+    ("hvars", "selected"),
+    [
+        ({}, True),  # nothing known: assume a GPU host runs it
+        ({"dcgm_exporter_enabled": False}, False),
+        ({"dcgm_exporter_enabled": "false"}, False),
+        ({"dcgm_exporter_enabled": "yes"}, True),
+        ({"ansible_facts": {"nvidia_gpu": {"present": False}}}, False),
+        ({"ansible_facts": {"nvidia_gpu": {"present": True}}}, True),
+        ({"ansible_facts": {"nvidia_gpu": {"state": "timeout"}}}, True),
+        ({"ansible_facts": {}}, True),
+    ],
+)
+def test_dcgm_hosts(hvars, selected):
+    assert targets.dcgm_hosts(["h"], {"h": hvars}) == (["h"] if selected else [])
