@@ -283,7 +283,9 @@ def kernel_module_flavor(
     if requested in ("open", "proprietary"):
         return requested
     if requested != "auto":
-        raise NvidiaHostError(f"'{requested}' is not a kernel module flavour: expected auto, open or proprietary")
+        raise NvidiaHostError(
+            f"'{requested}' is not a kernel module flavour: expected auto, open or proprietary"
+        )
     if installed in ("open", "proprietary"):
         return installed
     number = int(check_branch(branch))
@@ -441,10 +443,9 @@ def driver_plan(
         plan["pin"] = installed_version
         plan["reason"] = f"driver {installed_version} (branch {wanted_branch}) is installed from packages"
         loaded = upstream_version(kernel_module_version)
-        if loaded and loaded != upstream_version(installed_version):
-            plan["reboot"].append(
-                f"the loaded kernel module {loaded} is not the installed driver {upstream_version(installed_version)}"
-            )
+        driver = upstream_version(installed_version)
+        if loaded and loaded != driver:
+            plan["reboot"].append(f"the loaded kernel module {loaded} is not the installed driver {driver}")
         return plan
 
     if not installed and running_branch == wanted_branch:
@@ -480,7 +481,9 @@ def driver_plan(
         plan["reboot"].append(f"the loaded kernel module {loaded} will be replaced")
     if installed:
         have = ", ".join(f"{n} {v}" for n, v in sorted(installed.items()))
-        plan["reason"] = f"installed {have}; wanted branch {wanted_branch}" + (f" version {exact}" if exact else "")
+        plan["reason"] = f"installed {have}; wanted branch {wanted_branch}" + (
+            f" version {exact}" if exact else ""
+        )
     else:
         plan["reason"] = f"driver branch {wanted_branch} is not installed"
     return plan

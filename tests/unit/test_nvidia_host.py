@@ -61,7 +61,15 @@ def test_check_branch_rejects(bad: Any) -> None:
 
 @pytest.mark.parametrize(
     ("cuda", "branch"),
-    [("12.8", 570), ("12.8.1", 570), ("13.0", 580), ("12.2", 535), ("11.8", 520), ("13.2", 595), ("14.0", None)],
+    [
+        ("12.8", 570),
+        ("12.8.1", 570),
+        ("13.0", 580),
+        ("12.2", 535),
+        ("11.8", 520),
+        ("13.2", 595),
+        ("14.0", None),
+    ],
 )
 def test_cuda_min_branch(cuda: str, branch: int | None) -> None:
     assert nvidia_host.cuda_min_branch(cuda) == branch
@@ -172,7 +180,9 @@ def test_gpu_min_branch_of_mixed_host() -> None:
         ("proprietary", "h100x8", "580", None, "proprietary"),
     ],
 )
-def test_kernel_module_flavor(requested: str, profile: str, branch: str, installed: str | None, flavor: str) -> None:
+def test_kernel_module_flavor(
+    requested: str, profile: str, branch: str, installed: str | None, flavor: str
+) -> None:
     gpus = profile_facts(profile)["gpus"]
     assert nvidia_host.kernel_module_flavor(requested, gpus, branch, installed) == flavor
 
@@ -237,7 +247,8 @@ INSTALLED_570 = pkgs(nvidia_driver_cuda="570.172.08-1", nvidia_kernel_open_dkms=
 PLAN_CASES = [
     # id, packages, wanted, branch, version, kernel module, nvidia-smi, adopt -> action, pin, reboot reasons
     ("fresh host", {}, DEBIAN, "580", "", None, None, True, "install", "580.*", 0),
-    ("fresh host, exact version", {}, DEBIAN, "580", "580.95.05-1", None, None, True, "install", "580.95.05-1", 0),
+    ("fresh host, exact version", {}, DEBIAN, "580", "580.95.05-1", None, None, True,
+     "install", "580.95.05-1", 0),
     ("installed and loaded", INSTALLED_580, DEBIAN, "580", "", "580.159.04", "580.159.04", True,
      "none", "580.159.04-1", 0),
     ("installed, exact version matches", INSTALLED_580, DEBIAN, "580", "580.159.04-1", "580.159.04",
@@ -288,7 +299,10 @@ def test_driver_plan(
 
 def test_driver_plan_names_what_it_found() -> None:
     plan = nvidia_host.driver_plan(INSTALLED_570, DEBIAN, "580", "", "570.172.08", "570.172.08")
-    assert plan["installed"] == {"nvidia-driver-cuda": "570.172.08-1", "nvidia-kernel-open-dkms": "570.172.08-1"}
+    assert plan["installed"] == {
+        "nvidia-driver-cuda": "570.172.08-1",
+        "nvidia-kernel-open-dkms": "570.172.08-1",
+    }
     assert plan["running_branch"] == "570"
     assert plan["reboot"] == ["the loaded kernel module 570.172.08 will be replaced"]
     conflict = nvidia_host.driver_plan({}, UBUNTU, "580", "", "550.127.05", None)
