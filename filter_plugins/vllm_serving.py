@@ -1,0 +1,63 @@
+"""Filters for the serving roles (vllm_server, gateway): thin shims over module_utils/fleet_serving.
+
+vllm_serving_command(path, name, host, port, planned_args, extra_args)  the `vllm serve` arguments
+vllm_serving_hash(value)                         short stable sha256 of any data (the args hash)
+vllm_serving_gpu_sets(requests, gpu_count)       disjoint GPU sets for the models of one host
+vllm_serving_ready_timeout(weights_bytes, base, per_gib, maximum)  readiness timeout in seconds
+vllm_serving_plan_summary(plan)                  the planner figures kept in the local fact
+vllm_serving_kv_cache(log_text)                  KV-cache figures vLLM printed at its last start
+vllm_serving_plan_vs_actual(plan, actual)        planned vs measured KV figures with the error
+vllm_serving_diagnose(log_text)                  why the last vLLM start failed, with the fix
+vllm_serving_update_fact(existing, records, now) the vllm_fleet local fact after a deployment
+vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to return to
+gateway_routes(backends, drained)                one upstream per model over the hosts serving it
+gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
+gateway_rate_tiers(tiers)                        rate-limit tiers as nginx zones
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+from fleet_serving import deploy, gateway, vllm_log  # noqa: E402
+
+
+def _wrap(name: str, func: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except deploy.ServingError as exc:
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+
+    call.__doc__ = func.__doc__
+    return call
+
+
+class FilterModule:
+    """vLLM serving and gateway data."""
+
+    def filters(self) -> dict[str, Any]:
+        table = {
+            "vllm_serving_command": deploy.vllm_command,
+            "vllm_serving_hash": deploy.stable_hash,
+            "vllm_serving_gpu_sets": deploy.assign_gpu_sets,
+            "vllm_serving_ready_timeout": deploy.readiness_timeout,
+            "vllm_serving_plan_summary": deploy.plan_summary,
+            "vllm_serving_update_fact": deploy.update_deployments,
+            "vllm_serving_rollback_target": deploy.rollback_target,
+            "vllm_serving_kv_cache": vllm_log.parse_kv_cache,
+            "vllm_serving_plan_vs_actual": vllm_log.plan_vs_actual,
+            "vllm_serving_diagnose": vllm_log.diagnose_failure,
+            "gateway_routes": gateway.routes,
+            "gateway_clients": gateway.clients,
+            "gateway_rate_tiers": gateway.rate_tiers,
+        }
+        return {name: _wrap(name, func) for name, func in table.items()}

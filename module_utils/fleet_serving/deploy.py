@@ -1,0 +1,316 @@
+"""How a planned model becomes a container: command line, GPU sets, hashes, the deployment record."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class ServingError(ValueError):
+    """Invalid serving input; the message names the variable to fix."""
+
+
+# Flags the role sets itself; anything else in them would fight the role.
+ROLE_FLAGS: dict[str, str] = {
+    "--host": "vllm_server_listen_address",
+    "--port": "vllm_server_models[].port",
+    "--served-model-name": "vllm_server_models[].name",
+    "--model": "vllm_server_models[].path",
+    "--api-key": "vllm_server_api_key (passed as VLLM_API_KEY, never on the command line)",
+}
+
+# Planner option that owns each flag: extra_args may not bypass the planner's validation.
+PLANNER_FLAGS: dict[str, str] = {
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "-tp": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "-pp": "pipeline_parallel_size",
+    "--max-model-len": "max_model_len",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--dtype": "dtype",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--quantization": "quantization",
+    "-q": "quantization",
+    "--enforce-eager": "enforce_eager",
+}
+
+
+def _flag_name(token: str) -> str:
+    return token.split("=", 1)[0]
+
+
+def split_flags(args: Iterable[Any]) -> list[tuple[str, list[str]]]:
+    """Group a vLLM argument list into ``(flag, values)`` pairs, in order.
+
+    ``--flag=value`` and ``--flag value ...`` both work; a leading positional (the
+    model) is returned with the flag ``""``.
+    """
+    groups: list[tuple[str, list[str]]] = []
+    for raw in args:
+        token = str(raw)
+        if token.startswith("-") and not _is_number(token):
+            if "=" in token and token.startswith("--"):
+                name, value = token.split("=", 1)
+                groups.append((name, [value]))
+            else:
+                groups.append((token, []))
+        elif groups:
+            groups[-1][1].append(token)
+        else:
+            groups.append(("", [token]))
+    return groups
+
+
+def _is_number(token: str) -> bool:
+    return re.fullmatch(r"-?\d+(\.\d+)?", token) is not None
+
+
+def vllm_command(
+    model_path: str,
+    served_name: str,
+    host: str,
+    port: int,
+    planned_args: Iterable[Any],
+    extra_args: Iterable[Any] = (),
+) -> list[str]:
+    """The ``vllm serve`` arguments of one model: role flags, then the plan, then ``extra_args``.
+
+    Raises :class:`ServingError` when ``extra_args`` sets a flag the planner or the
+    role owns (it must go through ``overrides`` so the planner validates it).
+    """
+    if not model_path or not str(model_path).startswith("/"):
+        raise ServingError(
+            f"vllm_server_models[{served_name}].path must be an absolute directory, got {model_path!r}"
+        )
+    try:
+        port = int(port)
+    except (TypeError, ValueError):
+        raise ServingError(f"vllm_server_models[{served_name}].port must be a number, got {port!r}") from None
+    if not 1 <= port <= 65535:
+        raise ServingError(f"vllm_server_models[{served_name}].port must be within 1-65535, got {port}")
+    planned: list[str] = []
+    for flag, values in split_flags(planned_args):
+        if flag == "" or flag in ROLE_FLAGS:
+            continue  # the role sets these itself
+        planned += [flag, *values]
+    planned_flags = {flag for flag, _ in split_flags(planned)}
+    extra: list[str] = []
+    for flag, values in split_flags(extra_args):
+        if flag == "":
+            raise ServingError(
+                f"vllm_server_models[{served_name}].extra_args starts with {values[0]!r}, "
+                "which is not a flag; "
+                "the model directory comes from vllm_server_models[].path"
+            )
+        if flag in ROLE_FLAGS:
+            raise ServingError(
+                f"vllm_server_models[{served_name}].extra_args sets {flag}: remove it, "
+                f"it comes from {ROLE_FLAGS[flag]}"
+            )
+        if flag in PLANNER_FLAGS or flag in planned_flags:
+            option = PLANNER_FLAGS.get(flag, flag.lstrip("-").replace("-", "_"))
+            raise ServingError(
+                f"vllm_server_models[{served_name}].extra_args sets {flag}: put it in "
+                f"vllm_server_models[{served_name}].overrides.{option} instead, so the planner checks it"
+            )
+        extra += [flag, *values]
+    return [
+        str(model_path),
+        "--served-model-name",
+        str(served_name),
+        "--host",
+        str(host),
+        "--port",
+        str(port),
+        *planned,
+        *extra,
+    ]
+
+
+def stable_hash(value: Any, length: int = 16) -> str:
+    """Short sha256 of the canonical JSON of ``value`` (key order does not matter)."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def _check_ids(name: str, ids: Iterable[Any], gpu_count: int) -> list[int]:
+    out: list[int] = []
+    for raw in ids:
+        try:
+            index = int(raw)
+        except (TypeError, ValueError):
+            raise ServingError(f"vllm_server_models[{name}].gpus: {raw!r} is not a GPU index") from None
+        if not 0 <= index < gpu_count:
+            raise ServingError(
+                f"vllm_server_models[{name}].gpus: GPU {index} does not exist "
+                f"(this host has {gpu_count} GPUs, "
+                f"indexes 0-{gpu_count - 1})"
+            )
+        if index in out:
+            raise ServingError(f"vllm_server_models[{name}].gpus lists GPU {index} twice")
+        out.append(index)
+    return out
+
+
+def assign_gpu_sets(requests: Iterable[Mapping[str, Any]], gpu_count: int) -> dict[str, list[int]]:
+    """Disjoint GPU sets for the models of one host.
+
+    ``requests``: ``{name, count, gpus}`` per model, ``count`` = GPUs the plan needs
+    (tensor x pipeline parallel), ``gpus`` an explicit list or ``None``. Explicit sets
+    are kept; the others get the first free aligned block (GPU ``k*count`` onwards,
+    so a 4-GPU model lands on 0-3 or 4-7 and keeps its NVLink/NUMA locality), else the
+    first free contiguous block, else any free GPUs.
+    """
+    requests = list(requests)
+    taken: dict[int, str] = {}
+    result: dict[str, list[int]] = {}
+    for req in requests:
+        if req.get("gpus") in (None, [], ""):
+            continue
+        name = str(req["name"])
+        ids = _check_ids(name, req["gpus"], gpu_count)
+        need = int(req.get("count") or len(ids))
+        if len(ids) < need:
+            raise ServingError(
+                f"vllm_server_models[{name}].gpus has {len(ids)} GPUs but the plan needs {need} "
+                "(tensor_parallel_size x pipeline_parallel_size); list more GPUs or lower "
+                "overrides.tensor_parallel_size"
+            )
+        for index in ids:
+            if index in taken:
+                raise ServingError(
+                    f"GPU {index} is in vllm_server_models[].gpus of both {taken[index]} and {name}; "
+                    "give each model on a host its own GPUs"
+                )
+            taken[index] = name
+        result[name] = ids
+    for req in requests:
+        name = str(req["name"])
+        if name in result:
+            continue
+        need = int(req.get("count") or 1)
+        free = [i for i in range(gpu_count) if i not in taken]
+        chosen = _pick_block(free, need, gpu_count)
+        if chosen is None:
+            wanted = {str(r["name"]): int(r.get("count") or len(r.get("gpus") or []) or 1) for r in requests}
+            raise ServingError(
+                f"this host has {gpu_count} GPUs but its models need {sum(wanted.values())} "
+                f"({', '.join(f'{k}: {v}' for k, v in wanted.items())}); {name} gets none. "
+                "Fix: move a model to "
+                "another host, or lower vllm_server_models[].overrides.tensor_parallel_size"
+            )
+        for index in chosen:
+            taken[index] = name
+        result[name] = chosen
+    return result
+
+
+def _pick_block(free: list[int], need: int, gpu_count: int) -> list[int] | None:
+    if len(free) < need:
+        return None
+    free_set = set(free)
+    for start in range(0, gpu_count - need + 1, need):  # aligned blocks first
+        block = list(range(start, start + need))
+        if free_set.issuperset(block):
+            return block
+    for start in range(gpu_count - need + 1):
+        block = list(range(start, start + need))
+        if free_set.issuperset(block):
+            return block
+    return free[:need]
+
+
+def readiness_timeout(weights_bytes: Any, base: int = 300, per_gib: float = 15.0, maximum: int = 3600) -> int:
+    """Seconds to wait for a new container to answer a completion: ``base + per_gib x weights``, capped."""
+    try:
+        gib = max(float(weights_bytes or 0), 0.0) / 2**30
+    except (TypeError, ValueError):
+        gib = 0.0
+    return int(min(maximum, base + per_gib * gib))
+
+
+PLAN_FIELDS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "dtype",
+    "kv_cache_dtype",
+    "kv_bytes_per_token",
+    "kv_cache_tokens",
+    "max_concurrency",
+)
+
+
+def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The planner's figures worth keeping next to a deployment."""
+    out = {key: plan.get(key) for key in PLAN_FIELDS if plan.get(key) is not None}
+    if plan.get("warnings"):
+        out["warnings"] = list(plan["warnings"])
+    return out
+
+
+FACT_SCHEMA = 1
+
+
+def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], now: str) -> dict[str, Any]:
+    """The new content of the ``vllm_fleet`` local fact after a deployment.
+
+    ``existing`` is the fact as read from the host (``{}`` or garbage on first run),
+    ``records`` the model name -> record of what runs now (``args_hash`` identifies a
+    version). For each model: the same ``args_hash`` keeps the stored record (its
+    ``deployed_at`` and ``baseline``; missing ``actual`` figures are filled in); a new
+    one becomes ``current`` and the old ``current`` becomes ``previous``, so a rollback
+    finds every input it needs on the host. Models no longer deployed are dropped.
+    """
+    old_models = existing.get("models") if isinstance(existing, Mapping) else None
+    if not isinstance(old_models, Mapping):
+        old_models = {}
+    models: dict[str, Any] = {}
+    for name in sorted(records):
+        record = copy.deepcopy(dict(records[name]))
+        entry = old_models.get(name) if isinstance(old_models.get(name), Mapping) else {}
+        current = entry.get("current") if isinstance(entry.get("current"), Mapping) else None
+        previous = entry.get("previous") if isinstance(entry.get("previous"), Mapping) else None
+        if current and current.get("args_hash") == record.get("args_hash"):
+            kept = copy.deepcopy(dict(current))
+            for key in ("actual", "plan_vs_actual", "baseline"):
+                if not kept.get(key) and record.get(key):
+                    kept[key] = record[key]
+            models[name] = {"current": kept, "previous": previous}
+        else:
+            record["deployed_at"] = now
+            models[name] = {
+                "current": record,
+                "previous": copy.deepcopy(dict(current)) if current else previous,
+            }
+    return {"schema": FACT_SCHEMA, "models": models}
+
+
+def rollback_target(fact: Any, name: str, running_hash: str | None) -> dict[str, Any]:
+    """The record to go back to for model ``name``.
+
+    When the running container is not the recorded ``current`` (a deployment failed
+    half-way), that is ``current``; otherwise ``previous``.
+    """
+    models = fact.get("models") if isinstance(fact, Mapping) else None
+    entry = models.get(name) if isinstance(models, Mapping) else None
+    if not isinstance(entry, Mapping):
+        raise ServingError(f"no deployment of {name} is recorded on this host (ansible_local.vllm_fleet)")
+    current = entry.get("current")
+    previous = entry.get("previous")
+    if isinstance(current, Mapping) and running_hash and current.get("args_hash") != running_hash:
+        return dict(current)
+    if isinstance(previous, Mapping):
+        return dict(previous)
+    raise ServingError(
+        f"{name}: only one version has been deployed on this host, there is nothing to roll back to"
+    )

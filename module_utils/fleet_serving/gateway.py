@@ -1,0 +1,170 @@
+"""Gateway data: model routes over the serving hosts, client keys, rate-limit tiers."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .deploy import ServingError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+_RATE = re.compile(r"^[1-9]\d*r/[sm]$")
+_MIN_KEY_LENGTH = 16
+
+
+def upstream_name(model: str) -> str:
+    """An nginx-safe, collision-free upstream name for a served model name."""
+    safe = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_").lower()[:40] or "model"
+    return f"vf_{safe}_{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def _port(value: Any, where: str) -> int:
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ServingError(f"{where}: port {value!r} is not a number") from None
+    if isinstance(value, bool) or not 1 <= port <= 65535:
+        raise ServingError(f"{where}: port {value!r} is outside 1-65535")
+    return port
+
+
+def _server_address(address: str, port: int) -> str:
+    try:
+        if ipaddress.ip_address(address).version == 6:
+            return f"[{address}]:{port}"
+    except ValueError:
+        pass
+    return f"{address}:{port}"
+
+
+def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """One route per served model: the upstream and its servers across every host serving it.
+
+    ``backends``: ``{host, address, models: [{name, port}]}`` per serving host.
+    Servers of hosts in ``drained`` are marked ``down`` (nginx stops sending them new
+    requests; requests in flight finish). Sorted by model, then host: the rendered
+    configuration is stable.
+    """
+    drained_set = {str(h) for h in drained}
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    seen_targets: dict[str, str] = {}
+    for backend in backends:
+        host = str(backend.get("host") or "")
+        address = str(backend.get("address") or "")
+        models = backend.get("models") or []
+        if not models:
+            continue
+        if not address:
+            raise ServingError(
+                f"{host}: no address to reach it; set vllm_fleet_internal_address for {host} "
+                "in the inventory "
+                "or gather its facts (the gateway play does, unless it is --limit'ed away)"
+            )
+        if not isinstance(models, list):
+            raise ServingError(f"{host}: vllm_server_models must be a list of {{name, port}}, got {models!r}")
+        for index, model in enumerate(models):
+            where = f"{host}: vllm_server_models[{index}]"
+            if not isinstance(model, Mapping) or not model.get("name"):
+                raise ServingError(f"{where} needs a 'name' (the served model name)")
+            if "port" not in model:
+                raise ServingError(f"{where} ({model['name']}) needs a 'port'")
+            port = _port(model["port"], where)
+            target = _server_address(address, port)
+            if target in seen_targets:
+                raise ServingError(
+                    f"{where} ({model['name']}) uses {target}, already used by {seen_targets[target]}; "
+                    "give each model on a host its own port"
+                )
+            seen_targets[target] = f"{host} model {model['name']}"
+            by_model.setdefault(str(model["name"]), []).append(
+                {"host": host, "server": target, "down": host in drained_set}
+            )
+    result = []
+    for model in sorted(by_model):
+        servers = sorted(by_model[model], key=lambda s: (s["host"], s["server"]))
+        result.append(
+            {
+                "model": model,
+                "upstream": upstream_name(model),
+                "servers": servers,
+                "available": sum(1 for s in servers if not s["down"]),
+            }
+        )
+    return result
+
+
+def key_sha256(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def clients(keys: Iterable[Mapping[str, Any]], tiers: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Client keys as ``{name, sha256, tier}``: the gateway stores and compares hashes only.
+
+    Raises :class:`ServingError` (naming ``gateway_api_keys``) on a missing or unsafe
+    name, a key shorter than 16 characters, a duplicate name or key, or an unknown tier.
+    """
+    out: list[dict[str, str]] = []
+    names: set[str] = set()
+    hashes: dict[str, str] = {}
+    for index, item in enumerate(keys or []):
+        if not isinstance(item, Mapping):
+            raise ServingError(f"gateway_api_keys[{index}] must be a mapping {{name, key, tier}}")
+        name = str(item.get("name") or "")
+        if not _NAME.match(name):
+            raise ServingError(
+                f"gateway_api_keys[{index}].name {name!r} must be 1-64 characters of letters, digits, "
+                "'_', '.', "
+                "'-' or '@' (it appears in logs and rate-limit keys)"
+            )
+        key = item.get("key")
+        if not isinstance(key, str) or len(key) < _MIN_KEY_LENGTH or any(c.isspace() for c in key):
+            raise ServingError(
+                f"gateway_api_keys[{index}] ({name}): the key must be a string of at least {_MIN_KEY_LENGTH} "
+                "characters without spaces (generate one with `openssl rand -hex 24`, store it in Vault)"
+            )
+        tier = str(item.get("tier") or "default")
+        if tier not in tiers:
+            raise ServingError(
+                f"gateway_api_keys[{index}] ({name}): tier {tier!r} is not in gateway_rate_limit_tiers "
+                f"({', '.join(sorted(tiers)) or 'none defined'})"
+            )
+        if name in names:
+            raise ServingError(f"gateway_api_keys: the name {name!r} is used twice; names must be unique")
+        digest = key_sha256(key)
+        if digest in hashes:
+            raise ServingError(
+                f"gateway_api_keys: {hashes[digest]} and {name} have the same key; give each its own"
+            )
+        names.add(name)
+        hashes[digest] = name
+        out.append({"name": name, "sha256": digest, "tier": tier})
+    if not out:
+        raise ServingError("gateway_api_keys is empty: add at least one {name, key} (keys from Vault)")
+    return sorted(out, key=lambda c: c["name"])
+
+
+def rate_tiers(tiers: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rate-limit tiers as ``{name, zone, rate, burst}`` (one nginx ``limit_req_zone`` each)."""
+    out = []
+    if not isinstance(tiers, Mapping) or not tiers:
+        raise ServingError(
+            "gateway_rate_limit_tiers must map tier names to {rate, burst}, e.g. default: {rate: 10r/s}"
+        )
+    for name in sorted(tiers):
+        spec = tiers[name]
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", str(name)):
+            raise ServingError(f"gateway_rate_limit_tiers: tier name {name!r} must match [a-z][a-z0-9_]*")
+        if not isinstance(spec, Mapping) or not _RATE.match(str(spec.get("rate", ""))):
+            raise ServingError(
+                f"gateway_rate_limit_tiers.{name}.rate must look like 10r/s or 600r/m, got {spec!r}"
+            )
+        burst = spec.get("burst", 0)
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+            raise ServingError(
+                f"gateway_rate_limit_tiers.{name}.burst must be a whole number >= 0, got {burst!r}"
+            )
+        out.append({"name": str(name), "zone": f"vf_tier_{name}", "rate": str(spec["rate"]), "burst": burst})
+    return out

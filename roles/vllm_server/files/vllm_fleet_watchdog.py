@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""vLLM watchdog: a real short inference request to every vLLM container of this host.
+
+Run by a systemd timer (one pass per activation). Each check is one completion with
+max_tokens=1 and a short timeout. After N consecutive failures of a running (or
+paused) container it restarts the container through the Docker API. Containers that
+are starting (within their grace period), stopped, missing, or under maintenance
+(a file named after the container in the maintenance directory) are not counted.
+Every check is logged on stdout (the journal); the state of each target is written
+as node-exporter textfile metrics.
+
+Usage: vllm_fleet_watchdog.py --config /etc/vllm-fleet/watchdog.json
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "timeout": 5.0,
+    "failures_before_restart": 3,
+    "startup_grace": 300,
+    "restart_stop_timeout": 30,
+    "docker_socket": "/var/run/docker.sock",
+    "state_file": "/var/lib/vllm-fleet/watchdog-state.json",
+    "textfile": "/var/lib/prometheus/node-exporter/vllm_watchdog.prom",
+    "maintenance_dir": "/run/vllm-fleet/maintenance",
+    "targets": [],
+}
+
+
+# --- Docker API over the unix socket ------------------------------------------------------------------
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class Docker:
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+
+    def _call(self, method: str, path: str, timeout: float) -> tuple[int, bytes]:
+        conn = _UnixConnection(self.socket_path, timeout)
+        try:
+            conn.request(method, path, headers={"Host": "docker"})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def inspect(self, name: str) -> dict[str, Any] | None:
+        status, body = self._call("GET", f"/containers/{urllib.parse.quote(name)}/json", 10)
+        if status == 404:
+            return None
+        if status != 200:
+            raise RuntimeError(f"inspect {name}: HTTP {status}")
+        return json.loads(body)
+
+    def restart(self, name: str, stop_timeout: int) -> None:
+        quoted = urllib.parse.quote(name)
+        info = self.inspect(name) or {}
+        if (info.get("State") or {}).get("Paused"):
+            status, body = self._call("POST", f"/containers/{quoted}/unpause", 30)
+            if status not in (204, 304):
+                raise RuntimeError(f"unpause {name}: HTTP {status} {body[:200]!r}")
+        status, body = self._call(
+            "POST", f"/containers/{quoted}/restart?t={int(stop_timeout)}", stop_timeout + 60
+        )
+        if status != 204:
+            raise RuntimeError(f"restart {name}: HTTP {status} {body[:200]!r}")
+
+
+# --- the inference check ------------------------------------------------------------------------------
+def probe(target: dict[str, Any], timeout: float) -> tuple[bool, str, float]:
+    """One completion with max_tokens=1: (ok, reason, seconds)."""
+    payload = {"model": target["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
+    headers = {"Content-Type": "application/json"}
+    if target.get("api_key"):
+        headers["Authorization"] = "Bearer " + str(target["api_key"])
+    url = str(target["url"]).rstrip("/") + "/v1/completions"
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = json.loads(resp.read())
+        if not body.get("choices"):
+            return False, "answer has no choices", time.monotonic() - start
+        return True, "ok", time.monotonic() - start
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}", time.monotonic() - start
+    except (OSError, ValueError) as exc:  # timeouts, refused connections, bad JSON
+        reason = (
+            "timeout"
+            if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc)
+            else str(exc)
+        )
+        return False, reason, time.monotonic() - start
+
+
+def parse_docker_time(value: str | None) -> float | None:
+    """Unix time of a Docker RFC 3339 timestamp (nanoseconds dropped); None for zero/empty."""
+    if not value or value.startswith("0001-01-01"):
+        return None
+    main, _, frac = value.rstrip("Z").partition(".")
+    try:
+        # timezone.utc, not datetime.UTC: GPU hosts may run Python 3.10
+        parsed = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)  # noqa: UP017
+        stamp = parsed.timestamp()
+    except ValueError:
+        return None
+    digits = "".join(ch for ch in frac if ch.isdigit())[:6]
+    return stamp + (int(digits) / 10 ** len(digits) if digits else 0.0)
+
+
+def decide(
+    prev: dict[str, Any],
+    *,
+    now: float,
+    info: dict[str, Any] | None,
+    maintenance: bool,
+    result: tuple[bool, str, float] | None,
+    threshold: int,
+    grace: float,
+) -> tuple[dict[str, Any], str, bool]:
+    """Next state of one target, the check's outcome, and whether to restart the container now.
+
+    Outcomes: ok, fail, starting (failure inside the grace period after the container
+    started), paused (failure of a paused container, counted), maintenance, not_running, missing.
+    """
+    state = dict(prev)
+    state.setdefault("consecutive_failures", 0)
+    state.setdefault("restarts_total", 0)
+    state.setdefault("restart_failures_total", 0)
+    state.setdefault("last_success", 0.0)
+    state["last_check"] = now
+    if maintenance:
+        state["consecutive_failures"] = 0
+        return state, "maintenance", False
+    if info is None:
+        state["consecutive_failures"] = 0
+        return state, "missing", False
+    docker_state = info.get("State") or {}
+    if not docker_state.get("Running") and not docker_state.get("Paused"):
+        state["consecutive_failures"] = 0
+        return state, "not_running", False
+    assert result is not None
+    ok, _reason, _seconds = result
+    if ok:
+        state["consecutive_failures"] = 0
+        state["last_success"] = now
+        return state, "ok", False
+    paused = bool(docker_state.get("Paused"))
+    started = parse_docker_time(docker_state.get("StartedAt"))
+    if not paused and started is not None and now - started < grace:
+        state["consecutive_failures"] = 0
+        return state, "starting", False
+    state["consecutive_failures"] += 1
+    outcome = "paused" if paused else "fail"
+    return state, outcome, state["consecutive_failures"] >= threshold
+
+
+# --- metrics -------------------------------------------------------------------------------------------
+METRICS = (
+    ("vllm_watchdog_up", "gauge", "1 when the last inference check succeeded.", "up"),
+    ("vllm_watchdog_last_check_timestamp_seconds", "gauge", "Unix time of the last check.", "last_check"),
+    (
+        "vllm_watchdog_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time of the last successful check.",
+        "last_success",
+    ),
+    ("vllm_watchdog_check_duration_seconds", "gauge", "Duration of the last check.", "duration"),
+    ("vllm_watchdog_consecutive_failures", "gauge", "Failed checks in a row.", "consecutive_failures"),
+    ("vllm_watchdog_restarts_total", "counter", "Container restarts done by the watchdog.", "restarts_total"),
+    (
+        "vllm_watchdog_restart_failures_total",
+        "counter",
+        "Restarts that the Docker API refused.",
+        "restart_failures_total",
+    ),
+)
+
+
+def _label(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(states: dict[str, dict[str, Any]], targets: list[dict[str, Any]]) -> str:
+    """Prometheus text exposition of every target's state (stable order)."""
+    lines: list[str] = []
+    for name, kind, help_text, key in METRICS:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for target in sorted(targets, key=lambda t: t["container"]):
+            state = states.get(target["container"], {})
+            labels = f'model="{_label(target["model"])}",container="{_label(target["container"])}"'
+            value = state.get(key, 0)
+            if key == "up":
+                value = 1 if state.get("outcome") == "ok" else 0
+            lines.append(
+                f"{name}{{{labels}}} {float(value or 0):.3f}"
+                if isinstance(value, float)
+                else f"{name}{{{labels}}} {int(value or 0)}"
+            )
+    name = "vllm_watchdog_outcome"
+    lines.append(f"# HELP {name} Outcome of the last check (1 for the current outcome).")
+    lines.append(f"# TYPE {name} gauge")
+    for target in sorted(targets, key=lambda t: t["container"]):
+        state = states.get(target["container"], {})
+        labels = f'model="{_label(target["model"])}",container="{_label(target["container"])}"'
+        lines.append(f'{name}{{{labels},outcome="{_label(state.get("outcome", "none"))}"}} 1')
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".vllm_watchdog.", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# --- one pass ------------------------------------------------------------------------------------------
+def run_once(
+    config: dict[str, Any],
+    states: dict[str, dict[str, Any]],
+    *,
+    docker: Any,
+    check: Callable[[dict[str, Any], float], tuple[bool, str, float]] = probe,
+    now: Callable[[], float] = time.time,
+    log: Callable[[str], None] = print,
+    maintenance: Callable[[str], bool] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Check every target once; restart where needed. Returns the new states (by container)."""
+    cfg = {**DEFAULTS, **config}
+    if maintenance is None:
+
+        def maintenance(container: str) -> bool:
+            return os.path.exists(os.path.join(cfg["maintenance_dir"], container))
+
+    new_states: dict[str, dict[str, Any]] = {}
+    for target in cfg["targets"]:
+        container = target["container"]
+        threshold = int(target.get("failures_before_restart", cfg["failures_before_restart"]))
+        grace = float(target.get("startup_grace", cfg["startup_grace"]))
+        in_maintenance = maintenance(container)
+        info = None
+        result = None
+        if not in_maintenance:
+            try:
+                info = docker.inspect(container)
+            except (OSError, RuntimeError, ValueError) as exc:
+                log(f"model={target['model']} container={container} outcome=error reason={exc!r}")
+                new_states[container] = {**states.get(container, {}), "outcome": "error", "last_check": now()}
+                continue
+            if info is not None and ((info.get("State") or {}).get("Running")):
+                result = check(target, float(cfg["timeout"]))
+        state, outcome, restart = decide(
+            states.get(container, {}),
+            now=now(),
+            info=info,
+            maintenance=in_maintenance,
+            result=result,
+            threshold=threshold,
+            grace=grace,
+        )
+        state["outcome"] = outcome
+        state["duration"] = round(result[2], 3) if result else 0.0
+        reason = result[1] if result else outcome
+        log(
+            f"model={target['model']} container={container} outcome={outcome} reason={reason!r} "
+            f"seconds={state['duration']} consecutive_failures={state['consecutive_failures']}/{threshold}"
+        )
+        if restart:
+            try:
+                docker.restart(container, int(cfg["restart_stop_timeout"]))
+                state["restarts_total"] += 1
+                state["consecutive_failures"] = 0
+                state["last_restart"] = now()
+                log(
+                    f"model={target['model']} container={container} action=restart "
+                    f"after {threshold} failed checks "
+                    f"(restarts_total={state['restarts_total']})"
+                )
+            except (OSError, RuntimeError) as exc:
+                state["restart_failures_total"] += 1
+                log(f"model={target['model']} container={container} action=restart_failed reason={exc!r}")
+        new_states[container] = state
+    return new_states
+
+
+def load_json(path: str, default: Any) -> Any:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return default
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="/etc/vllm-fleet/watchdog.json")
+    args = parser.parse_args(argv)
+    config = load_json(args.config, None)
+    if not isinstance(config, dict):
+        print(f"cannot read the watchdog configuration {args.config}", file=sys.stderr)
+        return 2
+    cfg = {**DEFAULTS, **config}
+    states = load_json(cfg["state_file"], {})
+    if not isinstance(states, dict):
+        states = {}
+    new_states = run_once(cfg, states, docker=Docker(cfg["docker_socket"]))
+    write_atomic(cfg["state_file"], json.dumps(new_states, indent=1, sort_keys=True), 0o600)
+    write_atomic(cfg["textfile"], render_metrics(new_states, cfg["targets"]))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

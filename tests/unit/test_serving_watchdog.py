@@ -1,0 +1,285 @@
+"""The vLLM watchdog shipped by the vllm_server role: decisions, restarts, metrics, a real HTTP probe."""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "vllm_server" / "files" / "vllm_fleet_watchdog.py"
+_spec = importlib.util.spec_from_file_location("vllm_fleet_watchdog", SCRIPT)
+assert _spec and _spec.loader
+wd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(wd)
+
+NOW = 1_800_000_000.0
+OLD_START = "2020-01-01T00:00:00.123456789Z"
+RUNNING = {"State": {"Running": True, "Paused": False, "StartedAt": OLD_START}}
+PAUSED = {"State": {"Running": True, "Paused": True, "StartedAt": OLD_START}}
+EXITED = {"State": {"Running": False, "Paused": False, "StartedAt": OLD_START}}
+OK = (True, "ok", 0.1)
+FAIL = (False, "timeout", 5.0)
+
+
+def _decide(prev: dict, info: Any, result: Any, maintenance: bool = False, grace: float = 300) -> tuple:
+    return wd.decide(
+        prev, now=NOW, info=info, maintenance=maintenance, result=result, threshold=3, grace=grace
+    )
+
+
+@pytest.mark.parametrize(
+    ("prev", "info", "result", "maintenance", "outcome", "failures", "restart"),
+    [
+        ({}, RUNNING, OK, False, "ok", 0, False),
+        ({"consecutive_failures": 2}, RUNNING, OK, False, "ok", 0, False),
+        ({}, RUNNING, FAIL, False, "fail", 1, False),
+        ({"consecutive_failures": 1}, RUNNING, FAIL, False, "fail", 2, False),
+        ({"consecutive_failures": 2}, RUNNING, FAIL, False, "fail", 3, True),
+        ({"consecutive_failures": 2}, PAUSED, FAIL, False, "paused", 3, True),
+        ({"consecutive_failures": 2}, RUNNING, FAIL, True, "maintenance", 0, False),
+        ({"consecutive_failures": 2}, None, None, False, "missing", 0, False),
+        ({"consecutive_failures": 2}, EXITED, None, False, "not_running", 0, False),
+    ],
+)
+def test_decide(
+    prev: dict, info: Any, result: Any, maintenance: bool, outcome: str, failures: int, restart: bool
+) -> None:
+    state, got_outcome, got_restart = _decide(prev, info, result, maintenance)
+    assert (got_outcome, state["consecutive_failures"], got_restart) == (outcome, failures, restart)
+    assert state["last_check"] == NOW
+    if outcome == "ok":
+        assert state["last_success"] == NOW
+
+
+def test_failures_inside_the_startup_grace_are_not_counted() -> None:
+    just_started = {"State": {"Running": True, "Paused": False, "StartedAt": "2027-01-15T08:00:00Z"}}
+    started = wd.parse_docker_time("2027-01-15T08:00:00Z")
+    state, outcome, restart = wd.decide(
+        {"consecutive_failures": 2},
+        now=started + 10,
+        info=just_started,
+        maintenance=False,
+        result=FAIL,
+        threshold=3,
+        grace=60,
+    )
+    assert (outcome, state["consecutive_failures"], restart) == ("starting", 0, False)
+    state, outcome, restart = wd.decide(
+        {"consecutive_failures": 2},
+        now=started + 61,
+        info=just_started,
+        maintenance=False,
+        result=FAIL,
+        threshold=3,
+        grace=60,
+    )
+    assert (outcome, restart) == ("fail", True)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-12-02T14:17:36.855320754Z", 1796221056.855320),
+        ("2026-12-02T14:17:36Z", 1796221056.0),
+        ("0001-01-01T00:00:00Z", None),
+        ("", None),
+        ("garbage", None),
+    ],
+)
+def test_parse_docker_time(value: str, expected: float | None) -> None:
+    got = wd.parse_docker_time(value)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+class FakeDocker:
+    def __init__(self, info: dict | None, fail_restart: bool = False) -> None:
+        self.info = info
+        self.restarts: list[str] = []
+        self.fail_restart = fail_restart
+
+    def inspect(self, name: str) -> dict | None:
+        return self.info
+
+    def restart(self, name: str, stop_timeout: int) -> None:
+        if self.fail_restart:
+            raise RuntimeError("HTTP 500")
+        self.restarts.append(name)
+
+
+TARGET = {"model": "tiny", "container": "vllm-tiny", "url": "http://127.0.0.1:1", "api_key": "k"}
+
+
+def _run(states: dict, docker: FakeDocker, result: tuple, log: list) -> dict:
+    return wd.run_once(
+        {"targets": [TARGET]},
+        states,
+        docker=docker,
+        check=lambda t, timeout: result,
+        now=lambda: NOW,
+        log=log.append,
+        maintenance=lambda c: False,
+    )
+
+
+def test_three_failed_checks_restart_once_and_reset() -> None:
+    docker = FakeDocker(RUNNING)
+    log: list[str] = []
+    states: dict = {}
+    for _ in range(3):
+        states = _run(states, docker, FAIL, log)
+    assert docker.restarts == ["vllm-tiny"]
+    assert states["vllm-tiny"]["restarts_total"] == 1
+    assert states["vllm-tiny"]["consecutive_failures"] == 0
+    assert any("action=restart" in line for line in log)
+    assert all("k" not in line.split("container=")[0].replace("tiny", "") for line in log)  # key never logged
+    states = _run(states, docker, FAIL, log)
+    assert docker.restarts == ["vllm-tiny"]  # the count starts again
+
+
+def test_a_healthy_container_is_left_alone() -> None:
+    docker = FakeDocker(RUNNING)
+    log: list[str] = []
+    states: dict = {}
+    for _ in range(10):
+        states = _run(states, docker, OK, log)
+    assert docker.restarts == []
+    assert states["vllm-tiny"]["restarts_total"] == 0
+    assert len(log) == 10 and all("outcome=ok" in line for line in log)
+
+
+def test_a_refused_restart_is_counted_and_retried() -> None:
+    docker = FakeDocker(RUNNING, fail_restart=True)
+    log: list[str] = []
+    states: dict = {"vllm-tiny": {"consecutive_failures": 2}}
+    states = _run(states, docker, FAIL, log)
+    assert states["vllm-tiny"]["restart_failures_total"] == 1
+    assert states["vllm-tiny"]["consecutive_failures"] == 3
+    assert any("action=restart_failed" in line for line in log)
+
+
+def test_stopped_container_is_not_probed() -> None:
+    calls: list = []
+    wd.run_once(
+        {"targets": [TARGET]},
+        {},
+        docker=FakeDocker(EXITED),
+        check=lambda t, s: calls.append(t) or OK,
+        now=lambda: NOW,
+        log=lambda line: None,
+        maintenance=lambda c: False,
+    )
+    assert calls == []
+
+
+def test_render_metrics() -> None:
+    states = {
+        "vllm-tiny": {
+            "outcome": "ok",
+            "last_check": NOW,
+            "last_success": NOW,
+            "duration": 0.123,
+            "consecutive_failures": 0,
+            "restarts_total": 2,
+            "restart_failures_total": 0,
+        }
+    }
+    text = wd.render_metrics(states, [TARGET])
+    labels = 'model="tiny",container="vllm-tiny"'
+    assert f"vllm_watchdog_up{{{labels}}} 1\n" in text
+    assert f"vllm_watchdog_restarts_total{{{labels}}} 2\n" in text
+    assert f"vllm_watchdog_last_success_timestamp_seconds{{{labels}}} 1800000000.000\n" in text
+    assert "# TYPE vllm_watchdog_restarts_total counter" in text
+    assert f'vllm_watchdog_outcome{{{labels},outcome="ok"}} 1' in text
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1])  # every sample value parses
+
+
+def test_render_metrics_timestamps_keep_second_precision() -> None:
+    states = {"vllm-tiny": {"outcome": "fail", "last_check": 1796221056.5, "last_success": 1796221000.0}}
+    text = wd.render_metrics(states, [TARGET])
+    value = next(
+        line for line in text.splitlines() if line.startswith("vllm_watchdog_last_check_timestamp_seconds{")
+    ).rsplit(" ", 1)[1]
+    assert abs(float(value) - 1796221056.5) < 1.0
+    assert 'vllm_watchdog_up{model="tiny",container="vllm-tiny"} 0' in text
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    delay = 0.0
+    seen: list = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Handler.seen.append((self.path, self.headers.get("Authorization"), body))
+        time.sleep(_Handler.delay)
+        payload = json.dumps({"choices": [{"text": "x"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _Handler.seen = []
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_probe_sends_a_real_completion(server: str) -> None:
+    _Handler.delay = 0.0
+    ok, reason, _ = wd.probe({**TARGET, "url": server}, timeout=2)
+    assert (ok, reason) == (True, "ok")
+    path, auth, body = _Handler.seen[0]
+    assert path == "/v1/completions" and auth == "Bearer k"
+    assert body["model"] == "tiny" and body["max_tokens"] == 1
+
+
+def test_probe_times_out(server: str) -> None:
+    _Handler.delay = 1.5
+    ok, reason, seconds = wd.probe({**TARGET, "url": server}, timeout=0.5)
+    assert not ok and reason == "timeout" and seconds < 1.4
+
+
+def test_probe_refused() -> None:
+    ok, reason, _ = wd.probe({**TARGET, "url": "http://127.0.0.1:9"}, timeout=1)
+    assert not ok and "refused" in reason.lower()
+
+
+def test_main_writes_state_and_metrics(tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _Handler.delay = 0.0
+    config = {
+        "targets": [{**TARGET, "url": server}],
+        "state_file": str(tmp_path / "state.json"),
+        "textfile": str(tmp_path / "textfile" / "vllm_watchdog.prom"),
+        "maintenance_dir": str(tmp_path / "maintenance"),
+    }
+    (tmp_path / "wd.json").write_text(json.dumps(config))
+    monkeypatch.setattr(wd, "Docker", lambda socket_path: FakeDocker(RUNNING))
+    assert wd.main(["--config", str(tmp_path / "wd.json")]) == 0
+    assert json.loads((tmp_path / "state.json").read_text())["vllm-tiny"]["outcome"] == "ok"
+    assert (
+        'vllm_watchdog_up{model="tiny",container="vllm-tiny"} 1'
+        in (tmp_path / "textfile" / "vllm_watchdog.prom").read_text()
+    )
+    # maintenance: the container is not probed and failures are not counted
+    (tmp_path / "maintenance").mkdir()
+    (tmp_path / "maintenance" / "vllm-tiny").touch()
+    seen = len(_Handler.seen)
+    assert wd.main(["--config", str(tmp_path / "wd.json")]) == 0
+    assert len(_Handler.seen) == seen
+    assert json.loads((tmp_path / "state.json").read_text())["vllm-tiny"]["outcome"] == "maintenance"
