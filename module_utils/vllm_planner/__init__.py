@@ -1,0 +1,27 @@
+"""vLLM launch planner: choose TP/PP, gpu_memory_utilization, max_model_len, max_num_seqs and
+max_num_batched_tokens for a model on given GPUs, and predict per-GPU memory the way vLLM accounts it.
+
+Standard library only; no Ansible imports. Public entry point: `plan()`.
+"""
+
+from .config import ModelArch, resolve, resolve_cached, text_config_of
+from .errors import PlanInputError
+from .gpu import GpuSpec
+from .planner import OPTION_KEYS, plan, tp_candidates, tp_problems
+from .versions import DEFAULT_VLLM_VERSION, parse_version, version_info
+
+__all__ = [
+    "DEFAULT_VLLM_VERSION",
+    "GpuSpec",
+    "ModelArch",
+    "OPTION_KEYS",
+    "PlanInputError",
+    "parse_version",
+    "plan",
+    "resolve",
+    "resolve_cached",
+    "text_config_of",
+    "tp_candidates",
+    "tp_problems",
+    "version_info",
+]

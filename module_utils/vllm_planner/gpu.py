@@ -1,0 +1,120 @@
+"""GPU description used by the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import GIB, MIB, PlanInputError
+
+# Data-centre Blackwell parts (SM 10.x): larger CUDA-graph capture range and MLA block size 128.
+_BLACKWELL_DC_MAJOR = 10
+
+
+def estimate_reserved_mib(total_mib: int) -> int:
+    """Driver-reserved framebuffer that CUDA never exposes (nvidia-smi "FB Memory Usage: Reserved").
+
+    Captured cards show 240-760 MiB (V100-16GB 240, RTX 4090 346-354, L40S 479-609, H100-80GB 454-551,
+    A100-80GB 763, H200 614-700); it grows slowly with the framebuffer size. Used only when the caller
+    does not pass the measured value (`memory_reserved_mib`).
+    """
+    if total_mib <= 0:
+        return 0
+    return int(min(700, max(200, 250 + total_mib * 0.004)))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One node's GPUs. `memory_mib` is nvidia-smi's memory.total (FB total, including Reserved)."""
+
+    memory_mib: int
+    count: int = 1
+    name: str = "unknown"
+    compute_capability: str = "8.0"
+    nodes: int = 1
+    shared: bool = False
+    memory_reserved_mib: int | None = None
+
+    @classmethod
+    def from_any(cls, gpu: GpuSpec | Mapping[str, Any]) -> GpuSpec:
+        if isinstance(gpu, GpuSpec):
+            return gpu
+        if not isinstance(gpu, Mapping):
+            raise PlanInputError(f"gpu: expected a mapping or GpuSpec, got {type(gpu).__name__}")
+        known = {"name", "memory_mib", "count", "compute_capability", "nodes", "shared", "memory_reserved_mib"}
+        unknown = sorted(set(gpu) - known)
+        if unknown:
+            raise PlanInputError(f"gpu: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+        if "memory_mib" not in gpu:
+            raise PlanInputError("gpu.memory_mib is required (nvidia-smi memory.total in MiB)")
+        memory = _pos_int(gpu["memory_mib"], "gpu.memory_mib")
+        count = _pos_int(gpu.get("count", 1), "gpu.count")
+        nodes = _pos_int(gpu.get("nodes", 1), "gpu.nodes")
+        cc = str(gpu.get("compute_capability") or "8.0").strip()
+        try:
+            major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
+        except ValueError:
+            raise PlanInputError(f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'") from None
+        reserved = gpu.get("memory_reserved_mib")
+        if reserved is not None:
+            reserved = _nonneg_int(reserved, "gpu.memory_reserved_mib")
+            if reserved >= memory:
+                raise PlanInputError("gpu.memory_reserved_mib must be smaller than gpu.memory_mib")
+        shared = gpu.get("shared", False)
+        if not isinstance(shared, bool):
+            raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
+        return cls(memory_mib=memory, count=count, name=str(gpu.get("name") or "unknown"),
+                   compute_capability=f"{major}.{minor}", nodes=nodes, shared=shared,
+                   memory_reserved_mib=reserved)
+
+    @property
+    def cc(self) -> tuple[int, int]:
+        major, minor = self.compute_capability.split(".", 1)
+        return int(major), int(minor)
+
+    @property
+    def reserved_mib(self) -> int:
+        if self.memory_reserved_mib is not None:
+            return self.memory_reserved_mib
+        return estimate_reserved_mib(self.memory_mib)
+
+    @property
+    def cuda_total_bytes(self) -> int:
+        """What cudaMemGetInfo reports as total (nvidia-smi total minus Reserved): vLLM's T."""
+        return (self.memory_mib - self.reserved_mib) * MIB
+
+    @property
+    def cuda_total_gib(self) -> float:
+        return self.cuda_total_bytes / GIB
+
+    @property
+    def is_blackwell_dc(self) -> bool:
+        return self.cc[0] == _BLACKWELL_DC_MAJOR
+
+    @property
+    def supports_bf16(self) -> bool:
+        return self.cc >= (8, 0)
+
+    @property
+    def supports_fp8_compute(self) -> bool:
+        return self.cc >= (8, 9)
+
+
+def _pos_int(value: Any, name: str) -> int:
+    n = _nonneg_int(value, name)
+    if n <= 0:
+        raise PlanInputError(f"{name}: must be a positive integer, got {value!r}")
+    return n
+
+
+def _nonneg_int(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise PlanInputError(f"{name}: expected an integer, got {value!r}")
+    try:
+        n = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise PlanInputError(f"{name}: expected an integer, got {value!r}") from None
+    if n < 0:
+        raise PlanInputError(f"{name}: must not be negative, got {value!r}")
+    return n

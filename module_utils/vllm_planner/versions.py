@@ -1,0 +1,142 @@
+"""vLLM version families and the version-dependent switches of its memory accounting.
+
+vLLM changed how it sizes the KV cache several times. Each switch below is keyed to the
+first release that behaves that way, so any release from 0.2 on maps onto a behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import PlanInputError
+
+DEFAULT_VLLM_VERSION = "0.34.0"
+# Newest release whose accounting is modelled; newer releases are planned like it.
+NEWEST_MODELLED = (0, 34, 0)
+# Oldest family modelled: the V1 engine of 0.8.x. Older releases are planned like it.
+OLDEST_MODELLED = (0, 8, 0)
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+Version = tuple[int, int, int]
+
+
+def parse_version(text: str | None) -> Version:
+    """Parse '0.11.2', 'v0.8.5.post1', '0.20.0rc1' into a (major, minor, patch) tuple."""
+    if text is None or str(text).strip() == "":
+        text = DEFAULT_VLLM_VERSION
+    match = _VERSION_RE.match(str(text).strip())
+    if not match:
+        raise PlanInputError(f"vllm_version: cannot parse {text!r}; expected a release such as 0.11.2")
+    major, minor, patch = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    if (major, minor) < (0, 2):
+        raise PlanInputError(f"vllm_version: {text!r} is older than 0.2, the oldest release accepted")
+    return (major, minor, patch)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionInfo:
+    """Behaviour switches of one vLLM release."""
+
+    version: Version
+    family: str
+    # gpu_memory_utilization that vLLM uses when the flag is not given (0.34: when extensible is off).
+    gmu_default: float
+    # 0.8.x: the budget is absolute (everything on the GPU counts against total*gmu).
+    absolute_budget: bool
+    # 0.9-0.10: the baseline snapshot precedes NCCL init, so NCCL buffers are inside the budget.
+    nccl_in_budget: bool
+    # 0.20+: the estimated CUDA-graph pool is subtracted from the KV budget.
+    cudagraph_in_budget: bool
+    # 0.34+: extensible KV cache sized after warmup from measured free memory.
+    extensible: bool
+    # 0.34+: cuBLAS handles exist before the snapshot (outside the budget).
+    cublas_before_snapshot: bool
+    default_block_size: int
+    # 0.9+: the A100 is excluded from the large-GPU scheduler defaults.
+    a100_excluded: bool
+    # 0.30+: GPUs with >= 160 GiB get 16384/1024 scheduler defaults.
+    huge_gpu_class: bool
+    # 0.20.1+: logged token count = int(max_concurrency * max_model_len).
+    tokens_from_concurrency: bool
+    # 0.29+: the max_model_len check keeps one null block aside.
+    null_block_in_check: bool
+    # <= 0.29: YaRN rope scaling multiplies the derived max_model_len.
+    yarn_multiplies: bool
+    # 0.12+: longrope models default to original_max_position_embeddings.
+    longrope_original_default: bool
+    # 0.14+: checkpoint-declared KV-cache quantization is honoured by kv_cache_dtype=auto.
+    checkpoint_kv_dtype: bool
+    # 0.26+: sliding-window sizing uses in-flight tokens (mnbt x (pp + 1) with async scheduling).
+    in_flight_tokens: bool
+    # 0.14+: async scheduling on by default for generative models.
+    async_scheduling: bool
+    # 0.20+: world size larger than local GPUs is a ValueError (before: Ray was tried).
+    world_size_error: bool
+    # 0.9+: fp32 checkpoints resolve to bf16 (0.8.x: fp16).
+    fp32_to_bf16: bool
+    # 0.18+: block size picked per attention backend (MLA backends need 64 / 128).
+    backend_block_size: bool
+    # Text variant of the "To serve at least one request" error: "early" (0.8-0.21), "mid" (0.22-0.33), "new".
+    kv_error_variant: str
+    # 0.13+: the KV error ends with the conserving-memory docs link.
+    kv_error_link: bool
+    # 0.27+: non-KV memory measured as consumed + transient peak (numerically the same decomposition).
+    profile_consumed: bool
+    # True when the release is outside the modelled range.
+    extrapolated: bool
+
+    @property
+    def text(self) -> str:
+        return ".".join(str(p) for p in self.version)
+
+
+@lru_cache(maxsize=256)
+def version_info(text: str | None) -> VersionInfo:
+    v = parse_version(text)
+    extrapolated = v < OLDEST_MODELLED or v > (NEWEST_MODELLED[0], NEWEST_MODELLED[1], 999)
+    if v < (0, 9):
+        family = "V1-early"
+    elif v < (0, 11):
+        family = "V1-snapshot-A"
+    elif v < (0, 20):
+        family = "V1-snapshot-B"
+    elif v < (0, 34):
+        family = "V1-cg-profiled"
+    else:
+        family = "V1-extensible"
+    if v < (0, 22):
+        variant = "early"
+    elif v < (0, 34):
+        variant = "mid"
+    else:
+        variant = "new"
+    return VersionInfo(
+        version=v,
+        family=family,
+        gmu_default=0.92 if v >= (0, 20) else 0.9,
+        absolute_budget=v < (0, 9),
+        nccl_in_budget=(0, 9) <= v < (0, 11),
+        cudagraph_in_budget=v >= (0, 20),
+        extensible=v >= (0, 34),
+        cublas_before_snapshot=v >= (0, 34),
+        default_block_size=64 if v >= (0, 34) else 16,
+        a100_excluded=v >= (0, 9),
+        huge_gpu_class=v >= (0, 30),
+        tokens_from_concurrency=v >= (0, 20, 1),
+        null_block_in_check=v >= (0, 29),
+        yarn_multiplies=v < (0, 30),
+        longrope_original_default=v >= (0, 12),
+        checkpoint_kv_dtype=v >= (0, 14),
+        in_flight_tokens=v >= (0, 26),
+        async_scheduling=v >= (0, 14),
+        world_size_error=v >= (0, 20),
+        fp32_to_bf16=v >= (0, 9),
+        backend_block_size=v >= (0, 18),
+        kv_error_variant=variant,
+        kv_error_link=v >= (0, 13),
+        profile_consumed=v >= (0, 27),
+        extrapolated=extrapolated,
+    )
