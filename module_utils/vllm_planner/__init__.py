@@ -6,13 +6,14 @@ Standard library only; no Ansible imports. Public entry point: `plan()`.
 
 from .config import ModelArch, resolve, resolve_cached, text_config_of
 from .errors import PlanInputError
-from .gpu import GpuSpec
+from .gpu import GpuSpec, gpu_spec_from_facts
 from .planner import OPTION_KEYS, plan, tp_candidates, tp_problems
 from .versions import DEFAULT_VLLM_VERSION, parse_version, version_info
 
 __all__ = [
     "DEFAULT_VLLM_VERSION",
     "GpuSpec",
+    "gpu_spec_from_facts",
     "ModelArch",
     "OPTION_KEYS",
     "PlanInputError",

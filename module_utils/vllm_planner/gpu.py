@@ -8,6 +8,8 @@ from typing import Any
 
 from .errors import GIB, MIB, PlanInputError
 
+# Keys of `gpu_spec_from_facts` output that describe the host but do not change the plan.
+INFORMATIONAL_KEYS = ("mixed", "models", "excluded")
 # Data-centre Blackwell parts (SM 10.x): larger CUDA-graph capture range and MLA block size 128.
 _BLACKWELL_DC_MAJOR = 10
 
@@ -42,7 +44,8 @@ class GpuSpec:
             return gpu
         if not isinstance(gpu, Mapping):
             raise PlanInputError(f"gpu: expected a mapping or GpuSpec, got {type(gpu).__name__}")
-        known = {"name", "memory_mib", "count", "compute_capability", "nodes", "shared", "memory_reserved_mib"}
+        known = {"name", "memory_mib", "count", "compute_capability", "nodes", "shared", "memory_reserved_mib",
+                 *INFORMATIONAL_KEYS}
         unknown = sorted(set(gpu) - known)
         if unknown:
             raise PlanInputError(f"gpu: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
@@ -118,3 +121,53 @@ def _nonneg_int(value: Any, name: str) -> int:
     if n < 0:
         raise PlanInputError(f"{name}: must not be negative, got {value!r}")
     return n
+
+
+def gpu_spec_from_facts(facts: Mapping[str, Any], nodes: int = 1, shared: bool = False) -> dict[str, Any]:
+    """Planner GPU dict from the `nvidia_gpu` facts (`ansible_facts.nvidia_gpu`).
+
+    The most common GPU model is planned for (TP across unlike GPUs is bounded by the smallest); other
+    models and GPUs in MIG mode are left out and listed in `excluded`. `models` counts every model seen.
+    """
+    if not isinstance(facts, Mapping):
+        raise PlanInputError(f"expected the nvidia_gpu facts mapping, got {type(facts).__name__}")
+    gpus = facts.get("gpus")
+    if not facts.get("present", bool(gpus)) or not isinstance(gpus, list) or not gpus:
+        raise PlanInputError("no NVIDIA GPU in the facts (nvidia_gpu.present is false or gpus is empty)")
+    models: dict[str, int] = {}
+    usable: dict[str, list[Mapping[str, Any]]] = {}
+    excluded: list[str] = []
+    for entry in gpus:
+        if not isinstance(entry, Mapping):
+            raise PlanInputError(f"nvidia_gpu.gpus entries must be mappings, got {entry!r}")
+        name = str(entry.get("name") or "unknown")
+        models[name] = models.get(name, 0) + 1
+        mig = str(entry.get("mig_mode") or "").strip().lower()
+        if mig in ("enabled", "true", "1"):
+            excluded.append(f"GPU {entry.get('index', '?')} ({name}): MIG mode enabled")
+            continue
+        if entry.get("memory_total_mib") in (None, ""):
+            raise PlanInputError(f"nvidia_gpu.gpus[{entry.get('index', '?')}] lacks memory_total_mib")
+        usable.setdefault(name, []).append(entry)
+    if not usable:
+        raise PlanInputError("every GPU in the facts is in MIG mode; plan for the MIG instances instead")
+    name = max(usable, key=lambda n: (len(usable[n]), -min(_nonneg_int(g["memory_total_mib"], "memory_total_mib")
+                                                          for g in usable[n])))
+    chosen = usable[name]
+    for other, entries in usable.items():
+        if other != name:
+            excluded.extend(f"GPU {e.get('index', '?')} ({other}): differs from the {name} GPUs planned for"
+                            for e in entries)
+    memory = min(_nonneg_int(g["memory_total_mib"], "nvidia_gpu.gpus[].memory_total_mib") for g in chosen)
+    ccs = sorted({str(g.get("compute_capability") or "") for g in chosen} - {""})
+    return {
+        "name": name,
+        "memory_mib": memory,
+        "count": len(chosen),
+        "compute_capability": ccs[0] if ccs else "8.0",
+        "nodes": nodes,
+        "shared": shared,
+        "mixed": len(models) > 1,
+        "models": models,
+        "excluded": excluded,
+    }

@@ -766,22 +766,28 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
             if e3.weights_fit and e3.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
                 fixes.append(f"add nodes: {p} nodes with pipeline_parallel_size {p} and tensor_parallel_size {tp_node}")
                 break
+    def _ok(e: Evaluation) -> bool:
+        return e.weights_fit and e.l_fit >= min(want_len, MIN_USEFUL_CONTEXT) and e.l_fit > best.l_fit
+
+    def _cap(e: Evaluation) -> str:
+        return "" if e.l_fit >= want_len else f" with {length_var} <= {e.l_fit}"
+
     # fix: quantization
     if not ctx.quant.is_quantized and g.cc >= (8, 0):
         q8 = _quant_for(ctx.arch, "fp8")
-        ctx_q = _replace_ctx(ctx, quant=q8, weight_scale=ctx.weight_scale)
+        ctx_q = _replace_ctx(ctx, quant=q8)
         for t in [best.tp] + [x for x in tps if x > best.tp]:
             e4 = evaluate(ctx_q, t, best.pp, gmu, mnbt, seqs, want_len)
-            if e4.weights_fit and e4.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
-                extra = "" if t == best.tp else f" with tensor_parallel_size {t}"
-                fixes.append(f"set quantization fp8{extra} (weights ~{_fmt_gib(e4.stage.mem.weights)} GiB per GPU)")
+            if _ok(e4):
+                extra = "" if t == best.tp else f" and tensor_parallel_size {t}"
+                fixes.append(f"set quantization fp8{extra} (weights ~{_fmt_gib(e4.stage.mem.weights)} GiB per GPU)"
+                             + _cap(e4))
                 break
     # fix: fp8 KV cache
     if weights_ok and ctx.kv_bytes > 1:
-        ctx_kv = _replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1)
-        e5 = evaluate(ctx_kv, best.tp, best.pp, gmu, mnbt, seqs, want_len)
-        if e5.l_fit > best.l_fit:
-            fixes.append("set kv_cache_dtype fp8" + ("" if e5.l_fit >= want_len else f" (max_model_len <= {e5.l_fit})"))
+        e5 = evaluate(_replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1), best.tp, best.pp, gmu, mnbt, seqs, want_len)
+        if _ok(e5):
+            fixes.append("set kv_cache_dtype fp8" + _cap(e5))
     # fix: higher gpu_memory_utilization
     if not vinfo.extensible:
         from .memory import CUDA_CONTEXT, nccl_bytes
@@ -792,16 +798,26 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
         cur = gmu if gmu is not None else vinfo.gmu_default
         if max_gmu > cur + 0.005:
             e6 = evaluate(ctx, best.tp, best.pp, max_gmu, mnbt, seqs, want_len)
-            if e6.weights_fit and (e6.l_fit > best.l_fit or not best.weights_fit):
-                fixes.append(f"set gpu_memory_utilization {max_gmu:.2f}")
+            if _ok(e6):
+                fixes.append(f"set gpu_memory_utilization {max_gmu:.2f}" + _cap(e6))
     elif gmu is not None and gmu < 1.0:
-        fixes.append("leave gpu_memory_utilization unset (the extensible KV cache then uses all free memory)")
-    # fix: CUDA graphs inside the budget
+        e6 = evaluate(ctx, best.tp, best.pp, None, mnbt, seqs, want_len)
+        if _ok(e6):
+            fixes.append("leave gpu_memory_utilization unset (the extensible KV cache then takes all free memory)"
+                         + _cap(e6))
+    # fix: no CUDA graphs inside the budget
     if not ctx.enforce_eager and (vinfo.cudagraph_in_budget or vinfo.extensible) and mem.cuda_graphs > 256 * MIB:
-        fixes.append(f"set enforce_eager true (frees ~{_fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower decode)")
-    if mem.activation > 2 * GIB:
-        fixes.append(f"lower max_num_batched_tokens (now {mnbt}) or max_num_seqs (now {seqs}) to shrink the "
-                     f"{_fmt_gib(mem.activation)} GiB activation peak")
+        e7 = evaluate(_replace_ctx(ctx, enforce_eager=True), best.tp, best.pp, gmu, mnbt, seqs, want_len)
+        if _ok(e7):
+            fixes.append(f"set enforce_eager true (frees ~{_fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower "
+                         "decode)" + _cap(e7))
+    # fix: smaller profiling batch
+    if mnbt > 2048 or seqs > 256:
+        small_mnbt, small_seqs = min(mnbt, 2048), min(seqs, 256)
+        e8 = evaluate(ctx, best.tp, best.pp, gmu, small_mnbt, small_seqs, want_len)
+        if _ok(e8):
+            fixes.append(f"set max_num_batched_tokens {small_mnbt} and max_num_seqs {small_seqs} (activation peak "
+                         f"{_fmt_gib(mem.activation)} -> {_fmt_gib(e8.stage.mem.activation)} GiB)" + _cap(e8))
     variable = length_var if weights_ok else "tensor_parallel_size"
     text = " ".join(lines)
     return [f"{variable}: {text} Fix: {'; or '.join(dict.fromkeys(fixes)) or 'use GPUs with more memory'}."]

@@ -1,0 +1,58 @@
+"""Planner filters: thin shims over module_utils/vllm_planner (documented in the sidecar YAML files).
+
+vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
+vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared)                           planner GPU dict from facts
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+import vllm_planner  # noqa: E402
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def vllm_fleet_plan(model_config: Any, gpu: Any, options: Any = None, safetensors_index: Any = None,
+                    weights_bytes: Any = None) -> dict[str, Any]:
+    """Plan vLLM launch parameters; see vllm_fleet_plan.yml."""
+    try:
+        if weights_bytes is not None and not isinstance(weights_bytes, bool):
+            weights_bytes = int(weights_bytes)
+        return vllm_planner.plan(model_config, gpu, safetensors_index=safetensors_index,
+                                 weights_bytes=weights_bytes, options=options)
+    except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_plan: {exc} (gpu={_short(gpu)}, options={_short(options)})") from exc
+
+
+def vllm_fleet_gpu_spec(nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = False) -> dict[str, Any]:
+    """The planner's gpu dict from `ansible_facts.nvidia_gpu`; see vllm_fleet_gpu_spec.yml."""
+    try:
+        if isinstance(shared, str):
+            if shared.strip().lower() not in ("true", "yes", "1", "false", "no", "0", ""):
+                raise ValueError(f"shared: expected a boolean, got {shared!r}")
+            shared = shared.strip().lower() in ("true", "yes", "1")
+        n = int(nodes)
+        if n < 1:
+            raise ValueError(f"nodes: must be >= 1, got {nodes!r}")
+        return vllm_planner.gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared))
+    except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_gpu_spec: {exc} (value={_short(nvidia_gpu_facts)})") from exc
+
+
+class FilterModule:
+    """vLLM launch planning."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"vllm_fleet_plan": vllm_fleet_plan, "vllm_fleet_gpu_spec": vllm_fleet_gpu_spec}
