@@ -343,6 +343,16 @@ def _gated_no_token(repo: str, var: str = "model_weights_hf_token") -> WeightsEr
     )
 
 
+def load_tokens(path: str | None) -> None:
+    """Tokens from a root-only JSON file {"huggingface": "...", "modelscope": "..."} into the environment."""
+    if not path:
+        return
+    data = json.loads(Path(path).read_text() or "{}")
+    for source, var in TOKEN_ENV.items():
+        if data.get(source):
+            os.environ[var] = str(data[source])
+
+
 def make_source(model: dict[str, Any], spec: dict[str, Any]) -> Source:
     kind = model.get("source", "huggingface")
     workers = int(spec.get("download_workers", 8))
@@ -446,6 +456,7 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
         staging = staging_dir(root, plan.repo_id, plan.revision)
         staging.mkdir(parents=True, exist_ok=True)
         clean_stale_partials(staging)
+        fetched = len([f for f in plan.files if not (staging / f.path).is_file()])
         meta = [f.path for f in plan.files if f.is_metadata]
         if meta:
             source.download(plan, staging, meta, force=False)
@@ -456,7 +467,6 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
             float(spec.get("disk_margin_ratio", 0.05)),
             f"{plan.repo_id}@{plan.revision}",
         )
-        fetched = len([f for f in plan.files if not (staging / f.path).is_file()])
         lock.ensure_held()
         source.download(plan, staging, [f.path for f in plan.files], force=False)
         retries = int(spec.get("verify_retries", 2))
@@ -548,11 +558,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="JSON file: {root, models: [...], ...} ('-' = stdin)")
     parser.add_argument("--check", action="store_true", help="report what would change; fetch nothing")
     parser.add_argument("--timeout", type=float, default=600.0, help="wait mode: seconds to wait")
+    parser.add_argument("--tokens", help="root-only JSON file with the hub tokens (never on the command line)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    load_tokens(args.tokens)
     spec = json.load(sys.stdin) if args.spec == "-" else json.loads(Path(args.spec).read_text())
     results: dict[str, Any] = {}
     failed: dict[str, Any] = {}
