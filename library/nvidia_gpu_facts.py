@@ -128,7 +128,8 @@ ansible_facts:
         gpus:
           description: >-
             One entry per GPU with index, uuid, name, architecture, pci_bus_id,
-            memory_total_mib, compute_capability, compute_capability_source
+            memory_total_mib, memory_reserved_mib (framebuffer the driver keeps; CUDA sees total minus
+            this), compute_capability, compute_capability_source
             (C(nvidia-smi) or C(product)), persistence_mode, mig_mode (enabled, disabled,
             null when unsupported), mig_mode_pending, mig_devices, minor_number,
             fabric_state, fabric_clique_id, numa_node and cpu_affinity.

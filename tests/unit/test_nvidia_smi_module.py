@@ -8,50 +8,13 @@ import shutil
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import nvidia_smi
 import pytest
-from nvidia_smi_profiles import PROFILES_DIR, ROOT, STANDIN, capture, load_profile, profile_names
+from nvidia_smi_profiles import PROFILES_DIR, ROOT, STANDIN, capture, load_profile, profile_names, run_module
 
 pytest.importorskip("ansible.module_utils.basic")
-
-MODULE = ROOT / "library" / "nvidia_gpu_facts.py"
-# Runs the module file as Ansible would after packaging it: ansible.module_utils.nvidia_smi is the
-# project's module_utils/nvidia_smi.py.
-RUNNER = textwrap.dedent(
-    """
-    import runpy, sys
-    sys.path.insert(0, sys.argv[1])
-    import nvidia_smi
-    sys.modules["ansible.module_utils.nvidia_smi"] = nvidia_smi
-    module, args = sys.argv[2], sys.argv[3]
-    sys.argv = [module, args]
-    runpy.run_path(module, run_name="__main__")
-    """
-)
-
-
-def run_module(
-    tmp_path: Path, args: dict, standin_dir: Path | None = None, path_env: str | None = None
-) -> dict:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = {k: v for k, v in os.environ.items() if k != "NVIDIA_SMI_STANDIN_DIR"}
-    if standin_dir is not None:
-        env["NVIDIA_SMI_STANDIN_DIR"] = str(standin_dir)
-    if path_env is not None:
-        env["PATH"] = path_env
-    result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(ROOT / "module_utils"), str(MODULE), str(args_file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert result.stdout, result.stderr
-    return json.loads(result.stdout)
 
 
 def expected_facts(profile: str) -> dict:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import nvidia_smi
 import pytest
-from nvidia_smi_profiles import capture, load_profile, profile_names
+from nvidia_smi_profiles import PROFILES_DIR, capture, load_profile, profile_names
 
 # Expected values read off the raw captures (grep), not off the parser.
 # profile: (count, name, memory MiB, compute capability, driver, CUDA, first bus id, last bus id,
@@ -444,3 +445,19 @@ def test_mixed_host_is_reported_per_gpu() -> None:
 def test_failure_profiles_have_no_report() -> None:
     for name in FAILURE_PROFILES:
         assert load_profile(name)["failure"]["mode"] == name
+
+
+def test_reserved_memory_matches_what_cuda_reports() -> None:
+    """On the H200 host, CUDA's total (nvml.json, torch.cuda.mem_get_info) is total minus Reserved."""
+    gpu = _report("h200x1")["gpus"][0]
+    assert (gpu["memory_total_mib"], gpu["memory_reserved_mib"]) == (143771, 616)
+    nvml = json.loads((PROFILES_DIR / "h200x1" / "nvml.json").read_text())
+    assert nvml["mem_total"] == gpu["memory_total_mib"] * 2**20
+    cuda_total_mib = nvml["torch_total"] / 2**20
+    assert abs(gpu["memory_total_mib"] - gpu["memory_reserved_mib"] - cuda_total_mib) < 1
+
+
+@pytest.mark.parametrize(("profile", "reserved"), [("h100x8", 454), ("rtx4090x8", 354), ("a100x8", None)])
+def test_reserved_memory(profile: str, reserved: int | None) -> None:
+    """Older drivers (460 on a100x8) print no Reserved line."""
+    assert {g["memory_reserved_mib"] for g in _report(profile)["gpus"]} == {reserved}

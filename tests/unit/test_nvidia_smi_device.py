@@ -1,0 +1,111 @@
+"""Real hardware: what the facts module reported on an H200 host equals the parse of that host's captures.
+
+tests/data/nvidia-smi/h200x1-device/ holds the nvidia-smi outputs and the module's own result
+(facts.json, written by tests/hardware/gpu-facts.yml in the same run); see its SOURCE.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nvidia_smi
+import pytest
+from nvidia_smi_profiles import PROFILES_DIR, ROOT, STANDIN, capture, run_module
+
+PROFILE = "h200x1-device"
+DEVICE = PROFILES_DIR / PROFILE
+HOST_STATE = ROOT / "tests" / "data" / "host-state" / "h200-device"
+
+
+def _reported() -> dict:
+    return json.loads((DEVICE / "facts.json").read_text())
+
+
+def _from_captures() -> dict:
+    def result(args: tuple[str, ...]) -> tuple[int, str, str]:
+        text = capture(PROFILE, " ".join(args))
+        assert text is not None, args
+        return 0, text, ""
+
+    kernel = nvidia_smi.parse_proc_version((HOST_STATE / "proc-driver-nvidia-version.txt").read_text())
+    results = {
+        "query": result(nvidia_smi.DETAIL_ARGS),
+        "query_gpu": result(nvidia_smi.QUERY_ARGS),
+        "topo": result(nvidia_smi.TOPO_ARGS),
+        "nvlink": result(nvidia_smi.NVLINK_ARGS),
+    }
+    return json.loads(json.dumps(nvidia_smi.facts_from_results(results, kernel_module_version=kernel)))
+
+
+def test_parse_of_the_captures_equals_what_the_module_reported_on_the_host() -> None:
+    assert _from_captures() == _reported()
+
+
+def test_the_h200_host() -> None:
+    facts = _reported()
+    assert (facts["present"], facts["state"], facts["error"], facts["notes"]) == (True, "ok", None, [])
+    assert (facts["count"], facts["models"], facts["homogeneous"]) == (1, {"NVIDIA H200": 1}, True)
+    assert (facts["driver_version"], facts["cuda_version"], facts["kernel_module_version"]) == (
+        "580.159.04",
+        "13.0",
+        "580.159.04",
+    )
+    assert facts["nvml_mismatch"] is False
+    (gpu,) = facts["gpus"]
+    assert (gpu["index"], gpu["name"], gpu["architecture"], gpu["pci_bus_id"]) == (
+        0,
+        "NVIDIA H200",
+        "Hopper",
+        "00000000:00:06.0",
+    )
+    assert (gpu["memory_total_mib"], gpu["memory_reserved_mib"]) == (143771, 616)
+    assert (gpu["compute_capability"], gpu["compute_capability_source"]) == ("9.0", "nvidia-smi")
+    assert (gpu["persistence_mode"], gpu["mig_mode"], gpu["mig_devices"]) == (True, "disabled", [])
+    assert (gpu["numa_node"], gpu["cpu_affinity"]) == (0, "0-15")
+    assert gpu["uuid"] == "GPU-43923646-ac5e-53ae-fbe9-c3a9261830b4"
+    topology = facts["topology"]
+    assert (topology["source"], topology["interconnect"], topology["nvswitch"]) == ("topo", "none", False)
+    assert (topology["links"], topology["nvlink_islands"]) == ([], [[0]])
+    assert (topology["numa"], topology["numa_nodes"]) == ({"0": 0}, {"0": [0]})
+
+
+def test_the_host_agrees_with_itself_across_formats() -> None:
+    """-q, -q -x, the CSV query, -L and --version of the same host name the same GPU and driver."""
+    text = nvidia_smi.parse_query(capture(PROFILE, "-q") or "")
+    assert nvidia_smi.parse_query_xml(capture(PROFILE, "-q -x") or "") == text
+    (row,) = nvidia_smi.parse_query_gpu_csv(capture(PROFILE, " ".join(nvidia_smi.QUERY_ARGS)) or "")
+    gpu = text["gpus"][0]
+    assert (row["uuid"], row["pci.bus_id"], int(row["memory.total"] or 0)) == (
+        gpu["uuid"],
+        gpu["pci_bus_id"],
+        gpu["memory_total_mib"],
+    )
+    assert row["driver_version"] == text["driver_version"]
+    (listed,) = nvidia_smi.parse_list_gpus(capture(PROFILE, "-L") or "")
+    assert (listed["name"], listed["uuid"]) == (gpu["name"], gpu["uuid"])
+    version = capture(PROFILE, "--version") or ""
+    assert re.search(r"DRIVER version\s*: 580\.159\.04", version) and re.search(
+        r"CUDA Version\s*: 13\.0", version
+    )
+
+
+def test_the_playbook_run_changed_nothing_but_its_report_file() -> None:
+    run = (DEVICE / "ansible-run.txt").read_text()
+    check = (DEVICE / "ansible-check.txt").read_text()
+    assert re.search(r"localhost\s+: ok=6\s+changed=1\s+unreachable=0\s+failed=0", run)
+    assert "changed: [localhost]" in run.split("TASK [Save the GPU facts]")[1]
+    assert run.split("TASK [Save the GPU facts]")[0].count("changed: [localhost]") == 0
+    assert re.search(r"localhost\s+: ok=6\s+changed=0\s+unreachable=0\s+failed=0", check)
+    assert "ansible-playbook [core 2.19.14]" in (DEVICE / "ansible-version.txt").read_text()
+
+
+def test_stand_in_replay_of_the_host_gives_the_hosts_facts(tmp_path: Path) -> None:
+    """A lab host given this profile reports what the real host reported (except the kernel module,
+    which the module reads from /proc of the host it runs on)."""
+    pytest.importorskip("ansible.module_utils.basic")
+    facts = run_module(tmp_path, {"path": str(STANDIN)}, DEVICE)["ansible_facts"]["nvidia_gpu"]
+    expected = _reported()
+    expected["kernel_module_version"] = facts["kernel_module_version"]
+    assert facts == expected
