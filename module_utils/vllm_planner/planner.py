@@ -240,7 +240,7 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int]:
 
 def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int) -> Evaluation:
     arch = ctx.arch
-    weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False)
+    weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)
     world = tp * pp
     n_sizes, largest = _capture(seqs, mnbt, ctx)
     inflight = mnbt * ctx.inflight_mult(pp)

@@ -116,7 +116,22 @@ def _mamba_bytes(arch: ModelArch, d: int, tp: int) -> float:
     return (H * 3 * hd + H * hd + hd * H) / tp * d
 
 
-def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str) -> float:
+def mxfp4_padded(hidden: int, inter_part: int, cc: tuple[int, int]) -> tuple[int, int]:
+    """MoE dims after vLLM's MXFP4 padding: Marlin (no native FP4: Ampere, Ada) pads the intermediate to
+    128 and hidden to 256; FlashInfer on data-centre Blackwell pads both to 256; Hopper's Triton kernels
+    pad the intermediate to 64."""
+    def up(x: int, m: int) -> int:
+        return -(-x // m) * m
+
+    if cc[0] == 10:
+        return up(hidden, 256), up(inter_part, 256)
+    if cc[0] == 9:
+        return hidden, up(inter_part, 64)
+    return up(hidden, 256), up(inter_part, 128)
+
+
+def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str,
+               cc: tuple[int, int] = (9, 0)) -> float:
     H = arch.hidden_size
     if kind == "none":
         return 0.0
@@ -127,7 +142,11 @@ def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str) -> flo
         return _lin(mult * H * inter / tp, bpp)
     moe = arch.moe
     ebpp = q.expert_bpp if q.is_quantized else d
-    b = _lin(moe.num_experts * 3 * H * moe.expert_intermediate / tp, ebpp)
+    if q.method == "mxfp4":
+        hp, ip = mxfp4_padded(H, moe.expert_intermediate // tp, cc)
+        b = _lin(moe.num_experts * 3 * hp * ip, ebpp)
+    else:
+        b = _lin(moe.num_experts * 3 * H * moe.expert_intermediate / tp, ebpp)
     if moe.expert_bias:
         b += moe.num_experts * (2 * moe.expert_intermediate / tp + H) * d
     b += H * moe.num_experts * d  # router, replicated
@@ -141,14 +160,14 @@ def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str) -> flo
     return b
 
 
-def layer_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int) -> float:
+def layer_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] = (9, 0)) -> float:
     kind = arch.layer_kinds[i]
     b = 2 * arch.hidden_size * d  # input / post-attention norms
     if kind == "mamba":
         b += _mamba_bytes(arch, d, tp)
     elif kind != "none":
         b += _attn_bytes(arch, q, d, tp)
-    b += _mlp_bytes(arch, q, d, tp, arch.layer_mlp[i])
+    b += _mlp_bytes(arch, q, d, tp, arch.layer_mlp[i], cc)
     return b
 
 
@@ -161,6 +180,19 @@ def _head_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, padded: bool = T
     v = pad_vocab(arch.vocab_size) if padded else arch.vocab_size
     bpp = q.linear_bpp if q.is_quantized and q.lm_head_quantized else d
     return v * arch.hidden_size / tp * bpp
+
+
+def rope_cache_bytes(arch: ModelArch, d: int) -> float:
+    """cos/sin cache of the rotary embedding (max positions x rotary dim, model dtype), on every rank."""
+    if not arch.num_heads or arch.text_model_type.startswith(("gpt2", "opt", "bloom", "mpt")):
+        return 0.0
+    positions = arch.max_len.base or 0
+    if arch.mla is not None:
+        rot = arch.mla.qk_rope_head_dim
+    else:
+        factor = arch.raw_text.get("partial_rotary_factor") or 1.0
+        rot = int(arch.head_dim * float(factor))
+    return float(positions * rot * d)
 
 
 def tower_bytes(arch: ModelArch, d: int, tp: int) -> float:
@@ -179,12 +211,13 @@ def _mtp_bytes(arch: ModelArch, q: QuantSpec, d: int) -> float:
     return arch.mtp_layers * per
 
 
-_STAGE_CACHE: dict[tuple[int, int, int, int, int, bool], tuple[Any, Any, tuple[float, ...]]] = {}
+_STAGE_CACHE: dict[tuple[Any, ...], tuple[Any, Any, tuple[float, ...]]] = {}
 
 
-def stage_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers: bool = True) -> tuple[float, ...]:
-    """Per-GPU weight bytes of each pipeline stage (config-based)."""
-    key = (id(arch), id(q), d, tp, pp, towers)
+def stage_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers: bool = True,
+                cc: tuple[int, int] = (9, 0)) -> tuple[float, ...]:
+    """Per-GPU weight bytes of each pipeline stage (config-based) on a GPU of compute capability `cc`."""
+    key = (id(arch), id(q), d, tp, pp, towers, cc)
     hit = _STAGE_CACHE.get(key)
     if hit is not None and hit[0] is arch and hit[1] is q:
         return hit[2]
@@ -197,7 +230,7 @@ def stage_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers:
             k = (arch.layer_kinds[i], arch.layer_mlp[i])
             lb = per_layer.get(k)
             if lb is None:
-                lb = per_layer[k] = layer_bytes(arch, q, d, tp, i)
+                lb = per_layer[k] = layer_bytes(arch, q, d, tp, i, cc)
             b += lb
         if rank == 0:
             b += _embed_bytes(arch, d, tp)
@@ -210,6 +243,7 @@ def stage_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers:
                     b += _embed_bytes(arch, d, tp)
             else:
                 b += _head_bytes(arch, q, d, tp)
+        b += rope_cache_bytes(arch, d)
         out.append(b)
     result = tuple(out)
     if len(_STAGE_CACHE) > 4096:
