@@ -24,16 +24,24 @@ def _short(value: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def vllm_fleet_plan(model_config: Any, gpu: Any, options: Any = None, safetensors_index: Any = None,
-                    weights_bytes: Any = None) -> dict[str, Any]:
+def vllm_fleet_plan(
+    model_config: Any, gpu: Any, options: Any = None, safetensors_index: Any = None, weights_bytes: Any = None
+) -> dict[str, Any]:
     """Plan vLLM launch parameters; see vllm_fleet_plan.yml."""
     try:
         if weights_bytes is not None and not isinstance(weights_bytes, bool):
             weights_bytes = int(weights_bytes)
-        return vllm_planner.plan(model_config, gpu, safetensors_index=safetensors_index,
-                                 weights_bytes=weights_bytes, options=options)
+        return vllm_planner.plan(
+            model_config,
+            gpu,
+            safetensors_index=safetensors_index,
+            weights_bytes=weights_bytes,
+            options=options,
+        )
     except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_fleet_plan: {exc} (gpu={_short(gpu)}, options={_short(options)})") from exc
+        raise AnsibleFilterError(
+            f"vllm_fleet_plan: {exc} (gpu={_short(gpu)}, options={_short(options)})"
+        ) from exc
 
 
 def vllm_fleet_gpu_spec(nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = False) -> dict[str, Any]:

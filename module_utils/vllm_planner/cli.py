@@ -30,22 +30,34 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> _Parser:
     p = _Parser(
         prog="vllm-fleet-plan",
-        description="Plan vLLM launch parameters (TP/PP, gpu_memory_utilization, max_model_len, max_num_seqs, "
-                    "max_num_batched_tokens) and predict per-GPU memory as vLLM accounts it.",
+        description="Plan vLLM launch parameters (TP/PP, gpu_memory_utilization, max_model_len, "
+        "max_num_seqs, "
+        "max_num_batched_tokens) and predict per-GPU memory as vLLM accounts it.",
     )
-    p.add_argument("--model-config", required=True, metavar="FILE",
-                   help="the model's config.json (a ModelOpt hf_quant_config.json beside it is read too)")
+    p.add_argument(
+        "--model-config",
+        required=True,
+        metavar="FILE",
+        help="the model's config.json (a ModelOpt hf_quant_config.json beside it is read too)",
+    )
     w = p.add_mutually_exclusive_group()
-    w.add_argument("--safetensors-index", metavar="FILE",
-                   help="model.safetensors.index.json, a JSON safetensors header, or a .safetensors file")
+    w.add_argument(
+        "--safetensors-index",
+        metavar="FILE",
+        help="model.safetensors.index.json, a JSON safetensors header, or a .safetensors file",
+    )
     w.add_argument("--weights-bytes", type=int, metavar="N", help="total checkpoint tensor bytes")
     p.add_argument("--gpu-memory-mib", type=int, required=True, metavar="N", help="nvidia-smi memory.total")
     p.add_argument("--gpus-per-node", type=int, required=True, metavar="N")
     p.add_argument("--nodes", type=int, default=1, metavar="N")
     p.add_argument("--gpu-name", default="unknown", metavar="NAME")
     p.add_argument("--compute-capability", default="8.0", metavar="X.Y")
-    p.add_argument("--gpu-memory-reserved-mib", type=int, metavar="N",
-                   help="nvidia-smi -q 'FB Memory Usage: Reserved' (estimated when omitted)")
+    p.add_argument(
+        "--gpu-memory-reserved-mib",
+        type=int,
+        metavar="N",
+        help="nvidia-smi -q 'FB Memory Usage: Reserved' (estimated when omitted)",
+    )
     p.add_argument("--shared-gpu", action="store_true", help="other processes use these GPUs too")
     p.add_argument("--tensor-parallel-size", type=int, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, metavar="N")
@@ -62,7 +74,9 @@ def _parser() -> _Parser:
     p.add_argument("--target-concurrency", type=int, metavar="N")
     p.add_argument("--workload", choices=("chat", "batch"))
     p.add_argument("--language-model-only", action="store_true")
-    p.add_argument("--model-name", metavar="NAME", help="name used in messages (default: from the config path)")
+    p.add_argument(
+        "--model-name", metavar="NAME", help="name used in messages (default: from the config path)"
+    )
     p.add_argument("--format", choices=("json", "table"), default="json")
     return p
 
@@ -107,9 +121,22 @@ def _model_config(path: str) -> dict[str, Any]:
 
 def _options(ns: argparse.Namespace, cfg_path: str) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "gpu_memory_utilization",
-                "max_num_seqs", "max_num_batched_tokens", "dtype", "kv_cache_dtype", "quantization",
-                "vllm_version", "target_context_len", "target_concurrency", "workload", "model_name"):
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "dtype",
+        "kv_cache_dtype",
+        "quantization",
+        "vllm_version",
+        "target_context_len",
+        "target_concurrency",
+        "workload",
+        "model_name",
+    ):
         v = getattr(ns, key)
         if v is not None:
             opts[key] = v
@@ -168,12 +195,23 @@ def main(argv: list[str] | None = None) -> int:
         ns = _parser().parse_args(argv)
         cfg = _model_config(ns.model_config)
         index = _read_index(ns.safetensors_index) if ns.safetensors_index else None
-        gpu = {"name": ns.gpu_name, "memory_mib": ns.gpu_memory_mib, "count": ns.gpus_per_node,
-               "compute_capability": ns.compute_capability, "nodes": ns.nodes, "shared": ns.shared_gpu}
+        gpu = {
+            "name": ns.gpu_name,
+            "memory_mib": ns.gpu_memory_mib,
+            "count": ns.gpus_per_node,
+            "compute_capability": ns.compute_capability,
+            "nodes": ns.nodes,
+            "shared": ns.shared_gpu,
+        }
         if ns.gpu_memory_reserved_mib is not None:
             gpu["memory_reserved_mib"] = ns.gpu_memory_reserved_mib
-        result = plan(cfg, gpu, safetensors_index=index, weights_bytes=ns.weights_bytes,
-                      options=_options(ns, ns.model_config))
+        result = plan(
+            cfg,
+            gpu,
+            safetensors_index=index,
+            weights_bytes=ns.weights_bytes,
+            options=_options(ns, ns.model_config),
+        )
     except (_BadInput, PlanInputError) as exc:
         print(f"vllm-fleet-plan: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -27,15 +27,40 @@ _AUDIO_KEYS = ("audio_config",)
 
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
-_KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+_KV_KEYS = (
+    "n_head_kv",
+    "num_kv_heads",
+    "num_key_value_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+)
 _MAX_LEN_KEYS = (
-    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
 )
 _MLA_TYPES = {
-    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_vl", "kimi_linear",
-    "glm4_moe_lite", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "mistral_large_3",
-    "deepseek_vl_v2", "minicpm3", "glm_moe_dsa",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "deepseek_mtp",
+    "kimi_k2",
+    "kimi_vl",
+    "kimi_linear",
+    "glm4_moe_lite",
+    "longcat_flash",
+    "pangu_ultra_moe",
+    "pangu_ultra_moe_mtp",
+    "mistral_large_3",
+    "deepseek_vl_v2",
+    "minicpm3",
+    "glm_moe_dsa",
 }
 _NO_FP16_TYPES = ("gemma2", "gemma3", "glm4")
 # Model types whose linear-attention layers are Gated DeltaNet / lightning attention / Mamba.
@@ -43,9 +68,17 @@ _GDN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_moe")
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "fp8": 1}
 _DTYPE_ALIASES = {
-    "float": "float32", "float32": "float32", "fp32": "float32", "torch.float32": "float32",
-    "half": "float16", "float16": "float16", "fp16": "float16", "torch.float16": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16", "torch.bfloat16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+    "fp32": "float32",
+    "torch.float32": "float32",
+    "half": "float16",
+    "float16": "float16",
+    "fp16": "float16",
+    "torch.float16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "torch.bfloat16": "bfloat16",
 }
 
 
@@ -229,11 +262,19 @@ def _layer_kinds(tc: Mapping[str, Any], n_layers: int, model_type: str, has_mamb
     layer_types = tc.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) >= n_layers:
         mapping = {
-            "full_attention": "full", "attention": "full", "global": "full",
-            "sliding_attention": "sliding", "sliding_window": "sliding", "local": "sliding",
+            "full_attention": "full",
+            "attention": "full",
+            "global": "full",
+            "sliding_attention": "sliding",
+            "sliding_window": "sliding",
+            "local": "sliding",
             "chunked_attention": "chunked",
-            "linear_attention": "mamba", "mamba": "mamba", "mamba2": "mamba", "conv": "mamba",
-            "short_conv": "mamba", "ssm": "mamba",
+            "linear_attention": "mamba",
+            "mamba": "mamba",
+            "mamba2": "mamba",
+            "conv": "mamba",
+            "short_conv": "mamba",
+            "ssm": "mamba",
         }
         kinds = []
         for t in layer_types[:n_layers]:
@@ -349,15 +390,22 @@ def _mamba(tc: Mapping[str, Any], model_type: str, hidden: int) -> MambaSpec | N
         if int(n_heads) * head_dim != inter:
             inter = int(n_heads) * head_dim
         return MambaSpec(
-            kind="mamba2", d_state=int(d_state), d_conv=int(_get(tc, "conv_kernel", "mamba_d_conv", default=4)),
-            intermediate=inter, n_heads=int(n_heads), head_dim=head_dim,
+            kind="mamba2",
+            d_state=int(d_state),
+            d_conv=int(_get(tc, "conv_kernel", "mamba_d_conv", default=4)),
+            intermediate=inter,
+            n_heads=int(n_heads),
+            head_dim=head_dim,
             n_groups=int(_get(tc, "n_groups", "mamba_n_groups", default=1)),
         )
     if d_state and (model_type in ("jamba", "mamba", "falcon_mamba") or tc.get("mamba_expand")):
         expand = tc.get("mamba_expand") or tc.get("expand") or 2
         return MambaSpec(
-            kind="mamba1", d_state=int(d_state), d_conv=int(_get(tc, "mamba_d_conv", "conv_kernel", default=4)),
-            intermediate=int(_get(tc, "intermediate_size", default=0)) if model_type in ("mamba", "falcon_mamba")
+            kind="mamba1",
+            d_state=int(d_state),
+            d_conv=int(_get(tc, "mamba_d_conv", "conv_kernel", default=4)),
+            intermediate=int(_get(tc, "intermediate_size", default=0))
+            if model_type in ("mamba", "falcon_mamba")
             else int(expand * hidden),
         )
     if model_type.startswith("minimax") and tc.get("attn_type_list"):
@@ -435,8 +483,9 @@ def _max_len(tc: Mapping[str, Any], model_type: str) -> MaxLenInfo:
         factor = float(f) if isinstance(f, (int, float)) else None
         o = rope.get("original_max_position_embeddings")
         orig = int(o) if isinstance(o, (int, float)) else None
-    return MaxLenInfo(key, base, mml, str(rope_type) if rope_type else None, factor, orig,
-                      skip_rope="gemma3" in model_type)
+    return MaxLenInfo(
+        key, base, mml, str(rope_type) if rope_type else None, factor, orig, skip_rope="gemma3" in model_type
+    )
 
 
 def _quant_config(config: Mapping[str, Any], tc: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -464,7 +513,9 @@ def _config_dtype(config: Mapping[str, Any], tc: Mapping[str, Any]) -> str | Non
 def resolve(config: Mapping[str, Any]) -> ModelArch:
     """Resolve a config.json mapping (uncached)."""
     if not isinstance(config, Mapping):
-        raise PlanInputError(f"model_config: expected a mapping (parsed config.json), got {type(config).__name__}")
+        raise PlanInputError(
+            f"model_config: expected a mapping (parsed config.json), got {type(config).__name__}"
+        )
     tc = text_config_of(config)
     archs = config.get("architectures") or tc.get("architectures") or []
     if isinstance(archs, str):
@@ -511,17 +562,34 @@ def resolve(config: Mapping[str, Any]) -> ModelArch:
         hd = _get(tc, "head_dim", "hidden_size_per_head", "kv_channels", "attention_head_dim")
         head_dim = int(hd) if hd and int(hd) > 0 else (hidden // nq if nq else 0)
     vocab = _int(tc, ("vocab_size", "padded_vocab_size", "n_vocab"), "vocab_size", default=32000)
-    inter = _int(tc, ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"), "intermediate_size",
-                 default=4 * hidden)
+    inter = _int(
+        tc,
+        ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+        "intermediate_size",
+        default=4 * hidden,
+    )
     if text_type.startswith("llama4"):
         inter = int(tc.get("intermediate_size_mlp") or inter)
     tie = config.get("tie_word_embeddings")
     if tie is None:
         tie = tc.get("tie_word_embeddings", False)
     act = str(_get(tc, "hidden_act", "activation_function", default="silu"))
-    gated = text_type not in ("gpt2", "gpt_neox", "opt", "falcon", "phi", "starcoder2", "bloom", "mpt", "gptj")
-    qkv_bias = bool(tc.get("attention_bias") or tc.get("qkv_bias") or text_type in ("qwen2", "qwen2_moe",
-                                                                                   "qwen2_vl", "qwen2_5_vl"))
+    gated = text_type not in (
+        "gpt2",
+        "gpt_neox",
+        "opt",
+        "falcon",
+        "phi",
+        "starcoder2",
+        "bloom",
+        "mpt",
+        "gptj",
+    )
+    qkv_bias = bool(
+        tc.get("attention_bias")
+        or tc.get("qkv_bias")
+        or text_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")
+    )
     if text_type.startswith("qwen3"):
         qkv_bias = bool(tc.get("attention_bias") or tc.get("qkv_bias"))
     o_bias = bool(tc.get("attention_bias")) and text_type.startswith(("gpt_oss", "llama", "mistral"))

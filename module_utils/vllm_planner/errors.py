@@ -84,8 +84,17 @@ NO_CACHE_MEMORY = (
 _DOCS_LINK = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
-def kv_too_small(variant: str, link: bool, max_len: int, needed: int, available: int, estimated: int,
-                 *, extensible: bool = False, gmu: float | None = None) -> str:
+def kv_too_small(
+    variant: str,
+    link: bool,
+    max_len: int,
+    needed: int,
+    available: int,
+    estimated: int,
+    *,
+    extensible: bool = False,
+    gmu: float | None = None,
+) -> str:
     """The "To serve at least one request ..." ValueError, in the wording of the given release."""
     owner = "models's" if variant == "early" else "model's"
     head = (
@@ -95,7 +104,8 @@ def kv_too_small(variant: str, link: bool, max_len: int, needed: int, available:
         f"is {estimated}."
     )
     if variant == "early":
-        hint = " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+        hint = " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+        hint += "engine."
     elif variant == "mid":
         hint = (
             " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
@@ -130,11 +140,16 @@ def quant_mismatch(ckpt: str, arg: str) -> str:
 
 
 def fp8_block_input(size: int, block_k: int) -> str:
-    return f"Weight input_size_per_partition = {size} is not divisible by weight quantization block_k = {block_k}."
+    return (
+        f"Weight input_size_per_partition = {size} is not divisible by weight quantization "
+        f"block_k = {block_k}."
+    )
 
 
 def fp8_block_output(size: int, block_n: int) -> str:
-    return f"Weight output_partition_size = {size} is not divisible by weight quantization block_n = {block_n}."
+    return (
+        f"Weight output_partition_size = {size} is not divisible by weight quantization block_n = {block_n}."
+    )
 
 
 def group_not_aligned(size: int, group: int) -> str:

@@ -44,11 +44,21 @@ class GpuSpec:
             return gpu
         if not isinstance(gpu, Mapping):
             raise PlanInputError(f"gpu: expected a mapping or GpuSpec, got {type(gpu).__name__}")
-        known = {"name", "memory_mib", "count", "compute_capability", "nodes", "shared", "memory_reserved_mib",
-                 *INFORMATIONAL_KEYS}
+        known = {
+            "name",
+            "memory_mib",
+            "count",
+            "compute_capability",
+            "nodes",
+            "shared",
+            "memory_reserved_mib",
+            *INFORMATIONAL_KEYS,
+        }
         unknown = sorted(set(gpu) - known)
         if unknown:
-            raise PlanInputError(f"gpu: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+            raise PlanInputError(
+                f"gpu: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}"
+            )
         if "memory_mib" not in gpu:
             raise PlanInputError("gpu.memory_mib is required (nvidia-smi memory.total in MiB)")
         memory = _pos_int(gpu["memory_mib"], "gpu.memory_mib")
@@ -58,7 +68,9 @@ class GpuSpec:
         try:
             major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
         except ValueError:
-            raise PlanInputError(f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'") from None
+            raise PlanInputError(
+                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'"
+            ) from None
         reserved = gpu.get("memory_reserved_mib")
         if reserved is not None:
             reserved = _nonneg_int(reserved, "gpu.memory_reserved_mib")
@@ -67,9 +79,15 @@ class GpuSpec:
         shared = gpu.get("shared", False)
         if not isinstance(shared, bool):
             raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
-        return cls(memory_mib=memory, count=count, name=str(gpu.get("name") or "unknown"),
-                   compute_capability=f"{major}.{minor}", nodes=nodes, shared=shared,
-                   memory_reserved_mib=reserved)
+        return cls(
+            memory_mib=memory,
+            count=count,
+            name=str(gpu.get("name") or "unknown"),
+            compute_capability=f"{major}.{minor}",
+            nodes=nodes,
+            shared=shared,
+            memory_reserved_mib=reserved,
+        )
 
     @property
     def cc(self) -> tuple[int, int]:
@@ -151,13 +169,20 @@ def gpu_spec_from_facts(facts: Mapping[str, Any], nodes: int = 1, shared: bool =
         usable.setdefault(name, []).append(entry)
     if not usable:
         raise PlanInputError("every GPU in the facts is in MIG mode; plan for the MIG instances instead")
-    name = max(usable, key=lambda n: (len(usable[n]), -min(_nonneg_int(g["memory_total_mib"], "memory_total_mib")
-                                                          for g in usable[n])))
+    name = max(
+        usable,
+        key=lambda n: (
+            len(usable[n]),
+            -min(_nonneg_int(g["memory_total_mib"], "memory_total_mib") for g in usable[n]),
+        ),
+    )
     chosen = usable[name]
     for other, entries in usable.items():
         if other != name:
-            excluded.extend(f"GPU {e.get('index', '?')} ({other}): differs from the {name} GPUs planned for"
-                            for e in entries)
+            excluded.extend(
+                f"GPU {e.get('index', '?')} ({other}): differs from the {name} GPUs planned for"
+                for e in entries
+            )
     memory = min(_nonneg_int(g["memory_total_mib"], "nvidia_gpu.gpus[].memory_total_mib") for g in chosen)
     ccs = sorted({str(g.get("compute_capability") or "") for g in chosen} - {""})
     return {

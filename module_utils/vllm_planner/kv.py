@@ -104,9 +104,19 @@ def hybrid_manager_enabled(arch: ModelArch, vinfo: VersionInfo, allow_chunked: b
     return True
 
 
-def build_layout(arch: ModelArch, start: int, end: int, tp: int, kv_bytes: int, kv_dtype: str,
-                 dtype_bytes: int, gpu: GpuSpec, vinfo: VersionInfo, block_size: int | None,
-                 allow_chunked: bool = False) -> KvLayout:
+def build_layout(
+    arch: ModelArch,
+    start: int,
+    end: int,
+    tp: int,
+    kv_bytes: int,
+    kv_dtype: str,
+    dtype_bytes: int,
+    gpu: GpuSpec,
+    vinfo: VersionInfo,
+    block_size: int | None,
+    allow_chunked: bool = False,
+) -> KvLayout:
     kinds = arch.layer_kinds[start:end]
     hybrid = hybrid_manager_enabled(arch, vinfo, allow_chunked)
     tok = attention_token_bytes(arch, tp, kv_bytes, kv_dtype) if arch.num_kv_heads or arch.mla else 0
@@ -186,8 +196,9 @@ def max_len_that_fits(layout: KvLayout, budget: int, inflight: int, mamba_blocks
     return lo
 
 
-def logged_tokens(layout: KvLayout, num_blocks: int, max_len: int, inflight: int, mamba_blocks: int,
-                  vinfo: VersionInfo) -> tuple[int, float]:
+def logged_tokens(
+    layout: KvLayout, num_blocks: int, max_len: int, inflight: int, mamba_blocks: int, vinfo: VersionInfo
+) -> tuple[int, float]:
     """("GPU KV cache size: N tokens", "Maximum concurrency ... X") as the given release logs them."""
     bpr = layout.blocks_per_request(max_len, inflight, mamba_blocks) if layout.groups else 1
     conc = num_blocks / bpr if bpr else 0.0

@@ -84,9 +84,19 @@ def _encoder_activation(arch: ModelArch, mnbt: int, tp: int, d: int) -> float:
     return patches * (4 * v.hidden + 2 * v.intermediate / tp) * d + patches / merge * max(v.out_hidden, 1) * d
 
 
-def activation_peak(arch: ModelArch, mnbt: int, max_num_seqs: int, tp: int, d: int, last_stage: bool,
-                    vinfo: VersionInfo, stage_kinds: tuple[str, ...], stage_mlp: tuple[str, ...],
-                    first_stage: bool, towers: bool) -> float:
+def activation_peak(
+    arch: ModelArch,
+    mnbt: int,
+    max_num_seqs: int,
+    tp: int,
+    d: int,
+    last_stage: bool,
+    vinfo: VersionInfo,
+    stage_kinds: tuple[str, ...],
+    stage_mlp: tuple[str, ...],
+    first_stage: bool,
+    towers: bool,
+) -> float:
     tokens = mnbt
     H = arch.hidden_size
     mlp = _mlp_activation(arch, tokens, tp, d, set(stage_mlp))
@@ -105,8 +115,9 @@ def activation_peak(arch: ModelArch, mnbt: int, max_num_seqs: int, tp: int, d: i
     return a
 
 
-def cudagraph_bytes(arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int,
-                    stage_mlp: tuple[str, ...]) -> float:
+def cudagraph_bytes(
+    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+) -> float:
     """Estimated CUDA-graph pool for piecewise capture (the largest size's piece outputs dominate)."""
     if n_sizes <= 0 or largest <= 0:
         return 0.0
@@ -143,8 +154,16 @@ class StageMemory:
     graph_headroom: int  # memory left outside the budget for graph capture (families before 0.20)
 
 
-def stage_memory(gpu: GpuSpec, vinfo: VersionInfo, gmu: float | None, weights: float, activation: float,
-                 graphs: float, world: int, tp: int) -> StageMemory:
+def stage_memory(
+    gpu: GpuSpec,
+    vinfo: VersionInfo,
+    gmu: float | None,
+    weights: float,
+    activation: float,
+    graphs: float,
+    world: int,
+    tp: int,
+) -> StageMemory:
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
     if vinfo.absolute_budget:

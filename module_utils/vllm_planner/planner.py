@@ -31,9 +31,22 @@ from .weights import (
 )
 
 OPTION_KEYS = {
-    "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "gpu_memory_utilization",
-    "max_num_seqs", "max_num_batched_tokens", "dtype", "kv_cache_dtype", "quantization", "vllm_version",
-    "enforce_eager", "target_context_len", "target_concurrency", "workload", "model_name", "block_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "vllm_version",
+    "enforce_eager",
+    "target_context_len",
+    "target_concurrency",
+    "workload",
+    "model_name",
+    "block_size",
     "language_model_only",
 }
 WORKLOADS = ("chat", "batch")
@@ -202,14 +215,25 @@ def tp_candidates(arch: ModelArch, max_tp: int, quant: QuantSpec) -> list[int]:
 
 
 def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
-    key = (id(ctx.arch), tp, pp, rank, ctx.kv_bytes, ctx.kv_dtype, ctx.d, ctx.gpu.cc[0],
-           ctx.vinfo.version, ctx.block_size)
+    key = (
+        id(ctx.arch),
+        tp,
+        pp,
+        rank,
+        ctx.kv_bytes,
+        ctx.kv_dtype,
+        ctx.d,
+        ctx.gpu.cc[0],
+        ctx.vinfo.version,
+        ctx.block_size,
+    )
     hit = _LAYOUT_CACHE.get(key)
     if hit is not None and hit[0] is ctx.arch:
         return hit[1]
     start, end = get_pp_indices(ctx.arch.num_layers, rank, pp)
-    lay = build_layout(ctx.arch, start, end, tp, ctx.kv_bytes, ctx.kv_dtype, ctx.d, ctx.gpu, ctx.vinfo,
-                       ctx.block_size)
+    lay = build_layout(
+        ctx.arch, start, end, tp, ctx.kv_bytes, ctx.kv_dtype, ctx.d, ctx.gpu, ctx.vinfo, ctx.block_size
+    )
     if len(_LAYOUT_CACHE) > 8192:
         _LAYOUT_CACHE.clear()
     _LAYOUT_CACHE[key] = (ctx.arch, lay)
@@ -254,8 +278,9 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
             w += ctx.tower_override / tp if ctx.tower_override is not None else tower_bytes(arch, ctx.d, tp)
         kinds = arch.layer_kinds[start:end]
         mlp = arch.layer_mlp[start:end]
-        act = activation_peak(arch, mnbt, seqs, tp, ctx.d, rank == pp - 1, ctx.vinfo, kinds, mlp, rank == 0,
-                              ctx.towers)
+        act = activation_peak(
+            arch, mnbt, seqs, tp, ctx.d, rank == pp - 1, ctx.vinfo, kinds, mlp, rank == 0, ctx.towers
+        )
         lay = _layout(ctx, tp, pp, rank)
         graphs = cudagraph_bytes(arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
         mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp)
@@ -271,7 +296,9 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
             fit = length
         l_fit = min(l_fit, fit)
         stages.append(Stage(mem, lay, nb, budget))
-    binding = min(range(pp), key=lambda r: stages[r].num_blocks if stages[r].layout.bytes_per_block else 1 << 62)
+    binding = min(
+        range(pp), key=lambda r: stages[r].num_blocks if stages[r].layout.bytes_per_block else 1 << 62
+    )
     num_blocks = stages[binding].num_blocks
     return Evaluation(tp, pp, stages, num_blocks, binding, l_fit, weights_fit)
 
@@ -292,9 +319,14 @@ def _concurrency(ctx: Ctx, ev: Evaluation, mnbt: int, length: int) -> float:
 # Public entry point
 
 
-def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
-         safetensors_index: Mapping[str, Any] | list[Mapping[str, Any]] | None = None,
-         weights_bytes: int | None = None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def plan(
+    model_config: Mapping[str, Any],
+    gpu: GpuSpec | Mapping[str, Any],
+    *,
+    safetensors_index: Mapping[str, Any] | list[Mapping[str, Any]] | None = None,
+    weights_bytes: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Plan a vLLM launch. Returns the CLI's JSON object; infeasible plans carry `errors` with fixes.
 
     Raises PlanInputError (a ValueError) only for malformed input.
@@ -302,7 +334,9 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     options = dict(options or {})
     unknown = sorted(set(options) - OPTION_KEYS)
     if unknown:
-        raise PlanInputError(f"options: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(OPTION_KEYS))}")
+        raise PlanInputError(
+            f"options: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(OPTION_KEYS))}"
+        )
     arch = resolve_cached(model_config)
     g = GpuSpec.from_any(gpu)
     vtext = options.get("vllm_version")
@@ -311,11 +345,15 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     warnings: list[str] = []
     if vinfo.extrapolated:
         if vinfo.version < (0, 8):
-            warnings.append(f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
-                            "accounting, so memory figures are approximate")
+            warnings.append(
+                f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
+                "accounting, so memory figures are approximate"
+            )
         else:
-            warnings.append(f"vllm_version {vinfo.text} is newer than the newest modelled release (0.34); "
-                            "planned with the 0.34 accounting")
+            warnings.append(
+                f"vllm_version {vinfo.text} is newer than the newest modelled release (0.34); "
+                "planned with the 0.34 accounting"
+            )
 
     user_tp = _opt_int(options, "tensor_parallel_size")
     user_pp = _opt_int(options, "pipeline_parallel_size")
@@ -331,7 +369,9 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     lm_only = _opt_bool(options, "language_model_only")
     workload = str(options.get("workload") or "chat").strip().lower()
     if workload not in WORKLOADS:
-        raise PlanInputError(f"workload: expected one of {', '.join(WORKLOADS)}, got {options.get('workload')!r}")
+        raise PlanInputError(
+            f"workload: expected one of {', '.join(WORKLOADS)}, got {options.get('workload')!r}"
+        )
     user_gmu = options.get("gpu_memory_utilization")
     if user_gmu is not None and user_gmu != "":
         try:
@@ -350,15 +390,21 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     if user_dtype_raw not in (None, "", "auto"):
         user_dtype = normalize_dtype(user_dtype_raw)
         if user_dtype is None:
-            raise PlanInputError(f"dtype: expected auto, bfloat16, float16 or float32, got {user_dtype_raw!r}")
+            raise PlanInputError(
+                f"dtype: expected auto, bfloat16, float16 or float32, got {user_dtype_raw!r}"
+            )
     ckpt_dtype = arch.config_dtype or "float32"
     if user_dtype:
         dtype = user_dtype
         if dtype == "bfloat16" and not g.supports_bf16:
-            errors.append(f"dtype: {E.bf16_unsupported(g.name, g.compute_capability)} Fix: set dtype float16.")
+            errors.append(
+                f"dtype: {E.bf16_unsupported(g.name, g.compute_capability)} Fix: set dtype float16."
+            )
         if dtype == "float16" and arch.no_fp16:
-            errors.append(f"dtype: {E.fp16_unsupported(arch.text_model_type)} Fix: set dtype bfloat16 "
-                          "(compute capability >= 8.0) or float32.")
+            errors.append(
+                f"dtype: {E.fp16_unsupported(arch.text_model_type)} Fix: set dtype bfloat16 "
+                "(compute capability >= 8.0) or float32."
+            )
     else:
         dtype = ckpt_dtype
         if dtype == "float32":
@@ -366,14 +412,18 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
         if dtype == "bfloat16" and not g.supports_bf16:
             if arch.no_fp16:
                 dtype = "float32"
-                warnings.append(f"{g.name} (compute capability {g.compute_capability}) lacks bfloat16 and "
-                                f"{arch.text_model_type} does not support float16: vLLM runs it in float32 "
-                                "(twice the weight memory)")
+                warnings.append(
+                    f"{g.name} (compute capability {g.compute_capability}) lacks bfloat16 and "
+                    f"{arch.text_model_type} does not support float16: vLLM runs it in float32 "
+                    "(twice the weight memory)"
+                )
             else:
                 dtype = "float16"
-                warnings.append(f"checkpoint dtype is bfloat16 but {g.name} (compute capability "
-                                f"{g.compute_capability}) has no bfloat16: vLLM falls back to float16, which "
-                                "can overflow on some models; set dtype explicitly to confirm")
+                warnings.append(
+                    f"checkpoint dtype is bfloat16 but {g.name} (compute capability "
+                    f"{g.compute_capability}) has no bfloat16: vLLM falls back to float16, which "
+                    "can overflow on some models; set dtype explicitly to confirm"
+                )
         elif ckpt_dtype == "float32":
             warnings.append(f"checkpoint is float32: vLLM loads it as {dtype} (weights halve)")
     d = DTYPE_BYTES[dtype]
@@ -383,8 +433,10 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     try:
         quant = _quant_for(arch, str(quant_opt) if quant_opt not in (None, "") else None)
     except Rejected as exc:
-        errors.append(f"{exc.variable}: {exc.message} Fix: remove the quantization option or set it to the "
-                      "checkpoint's method.")
+        errors.append(
+            f"{exc.variable}: {exc.message} Fix: remove the quantization option or set it to the "
+            "checkpoint's method."
+        )
         quant = _quant_for(arch, None)
     if quant.method == "gguf":
         warnings.append("GGUF checkpoints are estimated as 4.5-bit; pass weights_bytes for exact sizing")
@@ -409,21 +461,26 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     # ---- weights from checkpoint metadata -------------------------------------------------------
     ckpt_d = DTYPE_BYTES.get(ckpt_dtype, 2)
     ckpt_quant = _quant_for(arch, None) if quant.online else quant
-    scale, tower_override, w_source = _weight_scale(arch, ckpt_quant, ckpt_d, d, quant, safetensors_index,
-                                                    weights_bytes, warnings)
+    scale, tower_override, w_source = _weight_scale(
+        arch, ckpt_quant, ckpt_d, d, quant, safetensors_index, weights_bytes, warnings
+    )
 
     # ---- max_model_len derivation ----------------------------------------------------------------
     derived, key = arch.derived_max_len(vinfo.yarn_multiplies)
     default_len = derived
     ml = arch.max_len
-    if (ml.rope_type in ("longrope", "su") and ml.original_max and vinfo.longrope_original_default):
+    if ml.rope_type in ("longrope", "su") and ml.original_max and vinfo.longrope_original_default:
         default_len = ml.original_max
     if user_len is not None and user_len > derived:
-        errors.append(f"max_model_len: {E.max_len_too_long(user_len, key, derived)} Fix: set max_model_len "
-                      f"<= {derived}.")
+        errors.append(
+            f"max_model_len: {E.max_len_too_long(user_len, key, derived)} Fix: set max_model_len "
+            f"<= {derived}."
+        )
     if target_len is not None and target_len > derived:
-        warnings.append(f"target_context_len {target_len} exceeds the model's maximum ({key}={derived}); "
-                        f"capped at {derived}")
+        warnings.append(
+            f"target_context_len {target_len} exceeds the model's maximum ({key}={derived}); "
+            f"capped at {derived}"
+        )
     if user_len is not None:
         want_len = user_len
     elif target_len is not None:
@@ -436,38 +493,64 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     seqs0 = user_seqs or cls_seqs
     mnbt = user_mnbt or cls_mnbt
     if user_seqs and user_mnbt and user_mnbt < user_seqs:
-        errors.append(f"max_num_batched_tokens: {E.mnbt_lt_seqs(user_mnbt, user_seqs)} Fix: set "
-                      f"max_num_batched_tokens >= {user_seqs} or max_num_seqs <= {user_mnbt}.")
+        errors.append(
+            f"max_num_batched_tokens: {E.mnbt_lt_seqs(user_mnbt, user_seqs)} Fix: set "
+            f"max_num_batched_tokens >= {user_seqs} or max_num_seqs <= {user_mnbt}."
+        )
     if not user_mnbt and seqs0 > mnbt:
         mnbt = seqs0
 
     # ---- parallelism candidates ------------------------------------------------------------------
-    ctx = Ctx(arch=arch, gpu=g, vinfo=vinfo, quant=quant, d=d, kv_dtype=kv_eff, kv_bytes=kvb,
-              weight_scale=scale, tower_override=tower_override,
-              towers=arch.is_multimodal and not lm_only, enforce_eager=eager, block_size=user_block,
-              inflight_mult=_inflight_fn(vinfo), mamba_blocks=2 if vinfo.extensible else 1, derived_len=derived)
+    ctx = Ctx(
+        arch=arch,
+        gpu=g,
+        vinfo=vinfo,
+        quant=quant,
+        d=d,
+        kv_dtype=kv_eff,
+        kv_bytes=kvb,
+        weight_scale=scale,
+        tower_override=tower_override,
+        towers=arch.is_multimodal and not lm_only,
+        enforce_eager=eager,
+        block_size=user_block,
+        inflight_mult=_inflight_fn(vinfo),
+        mamba_blocks=2 if vinfo.extensible else 1,
+        derived_len=derived,
+    )
     gmu = _pick_gmu(user_gmu, g, vinfo, warnings)
 
     if user_tp is not None:
         probs = tp_problems(arch, user_tp, quant)
         if probs:
             valid = tp_candidates(arch, max(g.count, user_tp), quant)
-            errors.append(f"tensor_parallel_size: {probs[0]} Fix: set tensor_parallel_size to one of "
-                          f"{', '.join(str(t) for t in valid) or 'none'}.")
+            errors.append(
+                f"tensor_parallel_size: {probs[0]} Fix: set tensor_parallel_size to one of "
+                f"{', '.join(str(t) for t in valid) or 'none'}."
+            )
     world = (user_tp or 1) * (user_pp or 1)
     if user_tp is not None and user_tp > g.count:
-        msg = (E.world_size_too_large(user_tp, g.count) if vinfo.world_size_error else
-               f"tensor_parallel_size {user_tp} exceeds the {g.count} GPUs of one node")
-        errors.append(f"tensor_parallel_size: {msg} Fix: set tensor_parallel_size <= {g.count} and use "
-                      "pipeline_parallel_size across nodes.")
+        msg = (
+            E.world_size_too_large(user_tp, g.count)
+            if vinfo.world_size_error
+            else f"tensor_parallel_size {user_tp} exceeds the {g.count} GPUs of one node"
+        )
+        errors.append(
+            f"tensor_parallel_size: {msg} Fix: set tensor_parallel_size <= {g.count} and use "
+            "pipeline_parallel_size across nodes."
+        )
     if user_pp is not None and user_pp > 1:
         if world > g.count * g.nodes:
-            errors.append(f"pipeline_parallel_size: {E.world_size_too_large(world, g.count)} Fix: "
-                          f"tensor_parallel_size x pipeline_parallel_size must be <= {g.count * g.nodes} "
-                          f"({g.nodes} node(s) x {g.count} GPUs).")
+            errors.append(
+                f"pipeline_parallel_size: {E.world_size_too_large(world, g.count)} Fix: "
+                f"tensor_parallel_size x pipeline_parallel_size must be <= {g.count * g.nodes} "
+                f"({g.nodes} node(s) x {g.count} GPUs)."
+            )
         if user_pp > arch.num_layers:
-            errors.append(f"pipeline_parallel_size: {user_pp} stages exceed the model's {arch.num_layers} "
-                          "layers. Fix: lower pipeline_parallel_size.")
+            errors.append(
+                f"pipeline_parallel_size: {user_pp} stages exceed the model's {arch.num_layers} "
+                "layers. Fix: lower pipeline_parallel_size."
+            )
     if user_gmu is not None and not vinfo.extensible:
         from .memory import CUDA_CONTEXT, nccl_bytes
 
@@ -476,30 +559,73 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
         req = int(g.cuda_total_bytes * user_gmu)
         if not vinfo.absolute_budget and free < req:
             max_ok = math.floor((free - 64 * MIB) / g.cuda_total_bytes * 100) / 100
-            errors.append(f"gpu_memory_utilization: {E.free_memory_short(free, g.cuda_total_bytes, user_gmu, req)}"
-                          f" Fix: set gpu_memory_utilization <= {max_ok:.2f}.")
+            errors.append(
+                f"gpu_memory_utilization: {E.free_memory_short(free, g.cuda_total_bytes, user_gmu, req)}"
+                f" Fix: set gpu_memory_utilization <= {max_ok:.2f}."
+            )
 
     if errors:
-        return _result(False, errors, warnings, ctx, None, user_tp or 1, user_pp or 1, gmu, want_len,
-                       seqs0, mnbt, dtype, kv_eff, name, options, w_source, user_gmu)
+        return _result(
+            False,
+            errors,
+            warnings,
+            ctx,
+            None,
+            user_tp or 1,
+            user_pp or 1,
+            gmu,
+            want_len,
+            seqs0,
+            mnbt,
+            dtype,
+            kv_eff,
+            name,
+            options,
+            w_source,
+            user_gmu,
+        )
 
     if user_tp is not None:
         tps = [user_tp]
     else:
         tps = tp_candidates(arch, g.count, quant)
         if not tps:
-            errors.append(f"tensor_parallel_size: no tensor-parallel size up to {g.count} divides this model "
-                          f"({arch.num_heads} attention heads, {arch.num_kv_heads} KV heads). Fix: use a node "
-                          "with a GPU count that divides the attention heads.")
-            return _result(False, errors, warnings, ctx, None, 1, 1, gmu, want_len, seqs0, mnbt, dtype,
-                           kv_eff, name, options, w_source, user_gmu)
+            errors.append(
+                f"tensor_parallel_size: no tensor-parallel size up to {g.count} divides this model "
+                f"({arch.num_heads} attention heads, {arch.num_kv_heads} KV heads). Fix: use a node "
+                "with a GPU count that divides the attention heads."
+            )
+            return _result(
+                False,
+                errors,
+                warnings,
+                ctx,
+                None,
+                1,
+                1,
+                gmu,
+                want_len,
+                seqs0,
+                mnbt,
+                dtype,
+                kv_eff,
+                name,
+                options,
+                w_source,
+                user_gmu,
+            )
     if user_pp is not None:
         pps = [user_pp]
     else:
         pps = [1] + [p for p in range(2, g.nodes + 1) if p <= arch.num_layers]
     combos_single = [(t, 1) for t in tps] if 1 in pps else []
-    combos_multi = [(t, p) for p in pps if p > 1 for t in ([g.count] if user_tp is None else tps)
-                    if user_tp is not None or g.count in tps]
+    combos_multi = [
+        (t, p)
+        for p in pps
+        if p > 1
+        for t in ([g.count] if user_tp is None else tps)
+        if user_tp is not None or g.count in tps
+    ]
     if user_tp is None and not combos_multi and len(pps) > 1:
         combos_multi = [(max(tps), p) for p in pps if p > 1]
 
@@ -515,8 +641,11 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     chosen: Evaluation | None = None
     for combo in combos_single:
         e = ev(*combo)
-        if e.weights_fit and e.l_fit >= want_len and (
-                target_conc is None or _concurrency(ctx, e, mnbt, expected) >= target_conc):
+        if (
+            e.weights_fit
+            and e.l_fit >= want_len
+            and (target_conc is None or _concurrency(ctx, e, mnbt, expected) >= target_conc)
+        ):
             chosen = e
             break
     if chosen is None and target_conc is not None:
@@ -532,7 +661,11 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     capped = False
     if chosen is None and user_len is None:
         for group in (combos_single, combos_multi):
-            fits = [ev(*c) for c in group if ev(*c).weights_fit and ev(*c).l_fit >= min(want_len, MIN_USEFUL_CONTEXT)]
+            fits = [
+                ev(*c)
+                for c in group
+                if ev(*c).weights_fit and ev(*c).l_fit >= min(want_len, MIN_USEFUL_CONTEXT)
+            ]
             if fits:
                 chosen = max(fits, key=lambda e: (e.l_fit, -(e.tp * e.pp)))
                 capped = True
@@ -540,24 +673,60 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
 
     if chosen is None:
         all_evals = [ev(*c) for c in combos_single + combos_multi]
-        errors.extend(_memory_errors(ctx, all_evals, name, dtype, gmu, user_gmu, want_len, user_len, mnbt,
-                                     seqs0, target_len, tps, combos_multi))
+        errors.extend(
+            _memory_errors(
+                ctx,
+                all_evals,
+                name,
+                dtype,
+                gmu,
+                user_gmu,
+                want_len,
+                user_len,
+                mnbt,
+                seqs0,
+                target_len,
+                tps,
+                combos_multi,
+            )
+        )
         best = max(all_evals, key=lambda e: (e.stage.mem.available_kv, -e.tp)) if all_evals else None
-        return _result(False, errors, warnings, ctx, best, best.tp if best else 1, best.pp if best else 1, gmu,
-                       want_len, seqs0, mnbt, dtype, kv_eff, name, options, w_source, user_gmu,
-                       l_fit=best.l_fit if best else 0)
+        return _result(
+            False,
+            errors,
+            warnings,
+            ctx,
+            best,
+            best.tp if best else 1,
+            best.pp if best else 1,
+            gmu,
+            want_len,
+            seqs0,
+            mnbt,
+            dtype,
+            kv_eff,
+            name,
+            options,
+            w_source,
+            user_gmu,
+            l_fit=best.l_fit if best else 0,
+        )
 
     tp, pp = chosen.tp, chosen.pp
     if pp > 1:
-        warnings.append(f"one node cannot hold {name} at max_model_len {want_len}: pipeline_parallel_size {pp} "
-                        f"across {pp} nodes (tensor_parallel_size {tp} within each)")
+        warnings.append(
+            f"one node cannot hold {name} at max_model_len {want_len}: pipeline_parallel_size {pp} "
+            f"across {pp} nodes (tensor_parallel_size {tp} within each)"
+        )
     max_len = want_len
     if capped:
         max_len = _round_len(chosen.l_fit)
         src = "target_context_len" if target_len is not None else f"the model's maximum ({key}={derived})"
-        warnings.append(f"max_model_len capped at {max_len} (KV cache holds at most {chosen.l_fit} tokens for one "
-                        f"request); {src} was {want_len}. Raise it with tensor_parallel_size, kv_cache_dtype fp8 "
-                        "or more GPUs")
+        warnings.append(
+            f"max_model_len capped at {max_len} (KV cache holds at most {chosen.l_fit} tokens for one "
+            f"request); {src} was {want_len}. Raise it with tensor_parallel_size, kv_cache_dtype fp8 "
+            "or more GPUs"
+        )
 
     # ---- max_num_seqs from the KV capacity at the expected request length ------------------------
     expected = min(expected, max_len)
@@ -570,26 +739,83 @@ def plan(model_config: Mapping[str, Any], gpu: GpuSpec | Mapping[str, Any], *,
     final = evaluate(ctx, tp, pp, gmu, mnbt, seqs, max_len)
     if final.l_fit < max_len:
         if user_len is not None:
-            errors.extend(_memory_errors(ctx, [final], name, dtype, gmu, user_gmu, max_len, user_len, mnbt, seqs,
-                                         target_len, tps, combos_multi))
-            return _result(False, errors, warnings, ctx, final, tp, pp, gmu, max_len, seqs, mnbt, dtype, kv_eff,
-                           name, options, w_source, user_gmu, l_fit=final.l_fit)
+            errors.extend(
+                _memory_errors(
+                    ctx,
+                    [final],
+                    name,
+                    dtype,
+                    gmu,
+                    user_gmu,
+                    max_len,
+                    user_len,
+                    mnbt,
+                    seqs,
+                    target_len,
+                    tps,
+                    combos_multi,
+                )
+            )
+            return _result(
+                False,
+                errors,
+                warnings,
+                ctx,
+                final,
+                tp,
+                pp,
+                gmu,
+                max_len,
+                seqs,
+                mnbt,
+                dtype,
+                kv_eff,
+                name,
+                options,
+                w_source,
+                user_gmu,
+                l_fit=final.l_fit,
+            )
         max_len = _round_len(final.l_fit)
         final = evaluate(ctx, tp, pp, gmu, mnbt, seqs, max_len)
     conc_expected = _concurrency(ctx, final, mnbt, expected)
     if target_conc is not None and conc_expected < target_conc:
-        warnings.append(f"target_concurrency {target_conc} at {expected} tokens exceeds the KV cache "
-                        f"({conc_expected:.1f} requests fit): requests will queue or be preempted; add GPUs, "
-                        "set kv_cache_dtype fp8 or lower target_context_len")
+        warnings.append(
+            f"target_concurrency {target_conc} at {expected} tokens exceeds the KV cache "
+            f"({conc_expected:.1f} requests fit): requests will queue or be preempted; add GPUs, "
+            "set kv_cache_dtype fp8 or lower target_context_len"
+        )
     if final.stage.mem.graph_headroom < 256 * MIB and not eager and not vinfo.cudagraph_in_budget:
-        warnings.append(f"only {_fmt_gib(max(final.stage.mem.graph_headroom, 0))} GiB stay outside "
-                        "gpu_memory_utilization for CUDA-graph capture: capture may run out of memory; lower "
-                        "gpu_memory_utilization or set enforce_eager")
+        warnings.append(
+            f"only {_fmt_gib(max(final.stage.mem.graph_headroom, 0))} GiB stay outside "
+            "gpu_memory_utilization for CUDA-graph capture: capture may run out of memory; lower "
+            "gpu_memory_utilization or set enforce_eager"
+        )
     if arch.is_multimodal and ctx.towers:
-        warnings.append("multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
-                        "or set language_model_only if images are not needed")
-    return _result(True, errors, warnings, ctx, final, tp, pp, gmu, max_len, seqs, mnbt, dtype, kv_eff, name,
-                   options, w_source, user_gmu, l_fit=final.l_fit)
+        warnings.append(
+            "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
+            "or set language_model_only if images are not needed"
+        )
+    return _result(
+        True,
+        errors,
+        warnings,
+        ctx,
+        final,
+        tp,
+        pp,
+        gmu,
+        max_len,
+        seqs,
+        mnbt,
+        dtype,
+        kv_eff,
+        name,
+        options,
+        w_source,
+        user_gmu,
+        l_fit=final.l_fit,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -635,13 +861,17 @@ def _pick_gmu(user: float | None, g: GpuSpec, vinfo: VersionInfo, warnings: list
         if vinfo.extensible and 0.7 < user < 1.0:
             withheld = g.cuda_total_bytes * (1 - user)
             if withheld >= GIB:
-                warnings.append(f"gpu_memory_utilization={user} caps this instance at "
-                                f"{_fmt_gib(g.cuda_total_bytes * user)} GiB and keeps {_fmt_gib(withheld)} GiB "
-                                "out of the extensible KV cache; leave it unset unless the GPU is shared")
+                warnings.append(
+                    f"gpu_memory_utilization={user} caps this instance at "
+                    f"{_fmt_gib(g.cuda_total_bytes * user)} GiB and keeps {_fmt_gib(withheld)} GiB "
+                    "out of the extensible KV cache; leave it unset unless the GPU is shared"
+                )
         return user
     if g.shared:
-        warnings.append(f"GPU marked shared: gpu_memory_utilization set to {SHARED_GMU}; set it to this "
-                        "instance's share of the GPU")
+        warnings.append(
+            f"GPU marked shared: gpu_memory_utilization set to {SHARED_GMU}; set it to this "
+            "instance's share of the GPU"
+        )
         return SHARED_GMU
     return None  # vLLM's default for the release
 
@@ -665,8 +895,16 @@ def _pick_seqs(ctx: Ctx, e: Evaluation, mnbt: int, expected: int, cap: int, targ
     return seqs
 
 
-def _weight_scale(arch: ModelArch, ckpt_quant: QuantSpec, ckpt_d: int, d: int, quant: QuantSpec,
-                  index: Any, weights_bytes: int | None, warnings: list[str]) -> tuple[float, float | None, str]:
+def _weight_scale(
+    arch: ModelArch,
+    ckpt_quant: QuantSpec,
+    ckpt_d: int,
+    d: int,
+    quant: QuantSpec,
+    index: Any,
+    weights_bytes: int | None,
+    warnings: list[str],
+) -> tuple[float, float | None, str]:
     """Scale factor from the config estimate to the checkpoint's real size, and exact tower bytes."""
     total = None
     towers_actual = None
@@ -685,7 +923,9 @@ def _weight_scale(arch: ModelArch, ckpt_quant: QuantSpec, ckpt_d: int, d: int, q
             if not index_has_towers(index) and arch.vision is not None and index.get("weight_map"):
                 warnings.append("config has a vision tower but the safetensors index lists no tower tensors")
         else:
-            raise PlanInputError("safetensors_index: expected a mapping (index.json or header) or a list of headers")
+            raise PlanInputError(
+                "safetensors_index: expected a mapping (index.json or header) or a list of headers"
+            )
     if weights_bytes is not None:
         if isinstance(weights_bytes, bool) or not isinstance(weights_bytes, int) or weights_bytes <= 0:
             raise PlanInputError(f"weights_bytes: expected a positive integer, got {weights_bytes!r}")
@@ -702,49 +942,81 @@ def _weight_scale(arch: ModelArch, ckpt_quant: QuantSpec, ckpt_d: int, d: int, q
     text_actual = total - towers - mtp
     ratio = text_actual / est_text if est_text > 0 else 1.0
     if 0.45 <= ratio <= 0.55 and ckpt_d == 2 and source != "safetensors headers":
-        warnings.append(f"{source} ({total}) looks like a parameter count, not bytes; weights estimated from "
-                        "the config instead")
+        warnings.append(
+            f"{source} ({total}) looks like a parameter count, not bytes; weights estimated from "
+            "the config instead"
+        )
         return 1.0, None, "config"
     if not 0.7 <= ratio <= 1.4:
-        warnings.append(f"{source} ({total} bytes) differs from the config-based estimate by "
-                        f"{(ratio - 1) * 100:+.0f} %; using {source}")
+        warnings.append(
+            f"{source} ({total} bytes) differs from the config-based estimate by "
+            f"{(ratio - 1) * 100:+.0f} %; using {source}"
+        )
     tower_gpu = towers * d / ckpt_d if towers_actual is not None else None
     return ratio, tower_gpu, source
 
 
-def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu: float | None,
-                   user_gmu: float | None, want_len: int, user_len: int | None, mnbt: int, seqs: int,
-                   target_len: int | None, tps: list[int], combos_multi: list[tuple[int, int]]) -> list[str]:
+def _memory_errors(
+    ctx: Ctx,
+    evals: list[Evaluation],
+    name: str,
+    dtype: str,
+    gmu: float | None,
+    user_gmu: float | None,
+    want_len: int,
+    user_len: int | None,
+    mnbt: int,
+    seqs: int,
+    target_len: int | None,
+    tps: list[int],
+    combos_multi: list[tuple[int, int]],
+) -> list[str]:
     """Explain why nothing fits, with concrete fixes (each names the variable to change)."""
     g, vinfo = ctx.gpu, ctx.vinfo
     fixes: list[str] = []
     best = max(evals, key=lambda e: (e.l_fit, e.stage.mem.available_kv))
     mem = best.stage.mem
-    gpus_label = f"{g.name} {g.cuda_total_gib:.0f} GiB" if g.name != "unknown" else f"{g.cuda_total_gib:.0f} GiB"
+    gpus_label = (
+        f"{g.name} {g.cuda_total_gib:.0f} GiB" if g.name != "unknown" else f"{g.cuda_total_gib:.0f} GiB"
+    )
     lines: list[str] = []
     weights_ok = [e for e in evals if e.weights_fit]
-    length_var = "max_model_len" if user_len is not None else (
-        "target_context_len" if target_len is not None else "max_model_len")
+    length_var = (
+        "max_model_len"
+        if user_len is not None
+        else ("target_context_len" if target_len is not None else "max_model_len")
+    )
     if weights_ok:
         e = max(weights_ok, key=lambda x: x.l_fit)
         s = e.stage
         needed = s.layout.needed_bytes(want_len, mnbt * ctx.inflight_mult(e.pp), ctx.mamba_blocks)
         est = max(e.l_fit, 0)
         gmu_shown = gmu if gmu is not None else (None if vinfo.extensible else vinfo.gmu_default)
-        msg = E.kv_too_small(vinfo.kv_error_variant, vinfo.kv_error_link, want_len, needed, max(s.budget, 0), est,
-                             extensible=vinfo.extensible, gmu=gmu_shown if user_gmu is not None else None)
+        msg = E.kv_too_small(
+            vinfo.kv_error_variant,
+            vinfo.kv_error_link,
+            want_len,
+            needed,
+            max(s.budget, 0),
+            est,
+            extensible=vinfo.extensible,
+            gmu=gmu_shown if user_gmu is not None else None,
+        )
         lines.append(msg)
         if est >= 1:
             fixes.append(f"set {length_var} <= {est}")
     else:
         total_w = best.stage.mem.weights
+        shown_gmu = gmu if gmu is not None else (1.0 if vinfo.extensible else vinfo.gmu_default)
+        need = total_w + mem.activation + mem.non_torch + mem.cuda_graphs
         lines.append(
-            f"{name} needs {_fmt_gib(total_w + mem.activation + mem.non_torch + mem.cuda_graphs)} GiB per GPU "
+            f"{name} needs {_fmt_gib(need)} GiB per GPU "
             f"at {_dtype_label(dtype)} with tensor_parallel_size {best.tp}"
             + (f" x pipeline_parallel_size {best.pp}" if best.pp > 1 else "")
             + f" (weights {_fmt_gib(total_w)} GiB, activations {_fmt_gib(mem.activation)} GiB), but "
-            f"{gpus_label} x gpu_memory_utilization {gmu if gmu is not None else vinfo.gmu_default if not vinfo.extensible else 1.0}"
-            f" leaves {_fmt_gib(mem.requested)} GiB." + (f" {E.NO_CACHE_MEMORY}" if mem.available_kv <= 0 else "")
+            f"{gpus_label} x gpu_memory_utilization {shown_gmu}"
+            f" leaves {_fmt_gib(mem.requested)} GiB."
+            + (f" {E.NO_CACHE_MEMORY}" if mem.available_kv <= 0 else "")
         )
     # fix: more tensor parallelism (within a node, or with more GPUs)
     for t in range(best.tp + 1, 65):
@@ -755,8 +1027,11 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
             if t <= g.count:
                 fixes.insert(0, f"set tensor_parallel_size {t}")
             else:
-                fixes.insert(0, f"use a node with >= {t} such GPUs (tensor_parallel_size {t}); {name} needs "
-                                f">= {t}x{g.cuda_total_gib:.0f} GiB at {_dtype_label(dtype)}")
+                fixes.insert(
+                    0,
+                    f"use a node with >= {t} such GPUs (tensor_parallel_size {t}); {name} needs "
+                    f">= {t}x{g.cuda_total_gib:.0f} GiB at {_dtype_label(dtype)}",
+                )
             break
     # fix: pipeline parallelism across more nodes
     if g.nodes == 1 and not weights_ok:
@@ -764,8 +1039,11 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
         for p in range(2, 9):
             e3 = evaluate(ctx, tp_node, p, gmu, mnbt, seqs, want_len)
             if e3.weights_fit and e3.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
-                fixes.append(f"add nodes: {p} nodes with pipeline_parallel_size {p} and tensor_parallel_size {tp_node}")
+                fixes.append(
+                    f"add nodes: {p} nodes with pipeline_parallel_size {p} and tensor_parallel_size {tp_node}"
+                )
                 break
+
     def _ok(e: Evaluation) -> bool:
         return e.weights_fit and e.l_fit >= min(want_len, MIN_USEFUL_CONTEXT) and e.l_fit > best.l_fit
 
@@ -780,12 +1058,16 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
             e4 = evaluate(ctx_q, t, best.pp, gmu, mnbt, seqs, want_len)
             if _ok(e4):
                 extra = "" if t == best.tp else f" and tensor_parallel_size {t}"
-                fixes.append(f"set quantization fp8{extra} (weights ~{_fmt_gib(e4.stage.mem.weights)} GiB per GPU)"
-                             + _cap(e4))
+                fixes.append(
+                    f"set quantization fp8{extra} (weights ~{_fmt_gib(e4.stage.mem.weights)} GiB per GPU)"
+                    + _cap(e4)
+                )
                 break
     # fix: fp8 KV cache
     if weights_ok and ctx.kv_bytes > 1:
-        e5 = evaluate(_replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1), best.tp, best.pp, gmu, mnbt, seqs, want_len)
+        e5 = evaluate(
+            _replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1), best.tp, best.pp, gmu, mnbt, seqs, want_len
+        )
         if _ok(e5):
             fixes.append("set kv_cache_dtype fp8" + _cap(e5))
     # fix: higher gpu_memory_utilization
@@ -794,7 +1076,9 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
 
         pre = CUDA_CONTEXT + (0 if vinfo.nccl_in_budget else nccl_bytes(best.tp * best.pp))
         outside = 0 if vinfo.cudagraph_in_budget else mem.cuda_graphs
-        max_gmu = math.floor((g.cuda_total_bytes - pre - outside - 256 * MIB) / g.cuda_total_bytes * 100) / 100
+        max_gmu = (
+            math.floor((g.cuda_total_bytes - pre - outside - 256 * MIB) / g.cuda_total_bytes * 100) / 100
+        )
         cur = gmu if gmu is not None else vinfo.gmu_default
         if max_gmu > cur + 0.005:
             e6 = evaluate(ctx, best.tp, best.pp, max_gmu, mnbt, seqs, want_len)
@@ -803,21 +1087,31 @@ def _memory_errors(ctx: Ctx, evals: list[Evaluation], name: str, dtype: str, gmu
     elif gmu is not None and gmu < 1.0:
         e6 = evaluate(ctx, best.tp, best.pp, None, mnbt, seqs, want_len)
         if _ok(e6):
-            fixes.append("leave gpu_memory_utilization unset (the extensible KV cache then takes all free memory)"
-                         + _cap(e6))
+            fixes.append(
+                "leave gpu_memory_utilization unset (the extensible KV cache then takes all free memory)"
+                + _cap(e6)
+            )
     # fix: no CUDA graphs inside the budget
-    if not ctx.enforce_eager and (vinfo.cudagraph_in_budget or vinfo.extensible) and mem.cuda_graphs > 256 * MIB:
+    if (
+        not ctx.enforce_eager
+        and (vinfo.cudagraph_in_budget or vinfo.extensible)
+        and mem.cuda_graphs > 256 * MIB
+    ):
         e7 = evaluate(_replace_ctx(ctx, enforce_eager=True), best.tp, best.pp, gmu, mnbt, seqs, want_len)
         if _ok(e7):
-            fixes.append(f"set enforce_eager true (frees ~{_fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower "
-                         "decode)" + _cap(e7))
+            fixes.append(
+                f"set enforce_eager true (frees ~{_fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower "
+                "decode)" + _cap(e7)
+            )
     # fix: smaller profiling batch
     if mnbt > 2048 or seqs > 256:
         small_mnbt, small_seqs = min(mnbt, 2048), min(seqs, 256)
         e8 = evaluate(ctx, best.tp, best.pp, gmu, small_mnbt, small_seqs, want_len)
         if _ok(e8):
-            fixes.append(f"set max_num_batched_tokens {small_mnbt} and max_num_seqs {small_seqs} (activation peak "
-                         f"{_fmt_gib(mem.activation)} -> {_fmt_gib(e8.stage.mem.activation)} GiB)" + _cap(e8))
+            fixes.append(
+                f"set max_num_batched_tokens {small_mnbt} and max_num_seqs {small_seqs} (activation peak "
+                f"{_fmt_gib(mem.activation)} -> {_fmt_gib(e8.stage.mem.activation)} GiB)" + _cap(e8)
+            )
     variable = length_var if weights_ok else "tensor_parallel_size"
     text = " ".join(lines)
     return [f"{variable}: {text} Fix: {'; or '.join(dict.fromkeys(fixes)) or 'use GPUs with more memory'}."]
@@ -829,12 +1123,30 @@ def _replace_ctx(ctx: Ctx, **changes: Any) -> Ctx:
     return Ctx(**fields)
 
 
-def _vllm_args(ctx: Ctx, tp: int, pp: int, gmu: float | None, user_gmu: float | None, max_len: int, seqs: int,
-               mnbt: int, dtype: str, kv_eff: str, options: Mapping[str, Any]) -> list[str]:
+def _vllm_args(
+    ctx: Ctx,
+    tp: int,
+    pp: int,
+    gmu: float | None,
+    user_gmu: float | None,
+    max_len: int,
+    seqs: int,
+    mnbt: int,
+    dtype: str,
+    kv_eff: str,
+    options: Mapping[str, Any],
+) -> list[str]:
     args = ["--tensor-parallel-size", str(tp)]
     if pp > 1:
         args += ["--pipeline-parallel-size", str(pp)]
-    args += ["--max-model-len", str(max_len), "--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(mnbt)]
+    args += [
+        "--max-model-len",
+        str(max_len),
+        "--max-num-seqs",
+        str(seqs),
+        "--max-num-batched-tokens",
+        str(mnbt),
+    ]
     vinfo = ctx.vinfo
     if gmu is not None:
         default = None if vinfo.extensible else vinfo.gmu_default
@@ -859,14 +1171,35 @@ def _vllm_args(ctx: Ctx, tp: int, pp: int, gmu: float | None, user_gmu: float | 
     return args
 
 
-def _result(feasible: bool, errors: list[str], warnings: list[str], ctx: Ctx, ev: Evaluation | None, tp: int,
-            pp: int, gmu: float | None, max_len: int, seqs: int, mnbt: int, dtype: str, kv_eff: str, name: str,
-            options: Mapping[str, Any], w_source: str, user_gmu: float | None, l_fit: int | None = None) -> dict[str, Any]:
+def _result(
+    feasible: bool,
+    errors: list[str],
+    warnings: list[str],
+    ctx: Ctx,
+    ev: Evaluation | None,
+    tp: int,
+    pp: int,
+    gmu: float | None,
+    max_len: int,
+    seqs: int,
+    mnbt: int,
+    dtype: str,
+    kv_eff: str,
+    name: str,
+    options: Mapping[str, Any],
+    w_source: str,
+    user_gmu: float | None,
+    l_fit: int | None = None,
+) -> dict[str, Any]:
     vinfo = ctx.vinfo
     eff_gmu = gmu if gmu is not None else (1.0 if vinfo.extensible else vinfo.gmu_default)
     per_gpu: dict[str, int] = {
-        "total_bytes": ctx.gpu.cuda_total_bytes, "weights_bytes": 0, "activation_peak_bytes": 0,
-        "non_torch_bytes": 0, "cuda_graph_bytes": 0, "kv_cache_bytes": 0,
+        "total_bytes": ctx.gpu.cuda_total_bytes,
+        "weights_bytes": 0,
+        "activation_peak_bytes": 0,
+        "non_torch_bytes": 0,
+        "cuda_graph_bytes": 0,
+        "kv_cache_bytes": 0,
     }
     kv_per_tok = 0
     tokens = 0
@@ -892,9 +1225,14 @@ def _result(feasible: bool, errors: list[str], warnings: list[str], ctx: Ctx, ev
         available = m.available_kv
         budget = m.requested
         if blocks > 0 and max_len > 0:
-            tokens, conc = logged_tokens(s.layout, blocks, max_len, mnbt * ctx.inflight_mult(pp), ctx.mamba_blocks,
-                                         vinfo)
-    args = _vllm_args(ctx, tp, pp, gmu, user_gmu, max_len, seqs, mnbt, dtype, kv_eff, options) if feasible else []
+            tokens, conc = logged_tokens(
+                s.layout, blocks, max_len, mnbt * ctx.inflight_mult(pp), ctx.mamba_blocks, vinfo
+            )
+    args = (
+        _vllm_args(ctx, tp, pp, gmu, user_gmu, max_len, seqs, mnbt, dtype, kv_eff, options)
+        if feasible
+        else []
+    )
     return {
         "feasible": feasible,
         "errors": errors,

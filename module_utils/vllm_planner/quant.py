@@ -11,13 +11,35 @@ from .errors import PlanInputError, Rejected, quant_mismatch
 
 # vLLM `--quantization` values accepted by the planner, mapped to the checkpoint family they read.
 _ALIASES = {
-    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "gptq_marlin_24": "gptq",
-    "marlin": "gptq", "fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "compressed-tensors": "compressed-tensors",
-    "compressed_tensors": "compressed-tensors", "mxfp4": "mxfp4", "bitsandbytes": "bitsandbytes",
-    "modelopt": "modelopt", "modelopt_fp4": "modelopt", "nvfp4": "modelopt", "gguf": "gguf",
-    "experts_int8": "experts_int8", "fp_quant": "fp_quant", "torchao": "torchao", "quark": "quark",
-    "auto-round": "gptq", "auto_round": "gptq", "moe_wna16": "gptq", "hqq": "hqq", "deepspeedfp": "fp8",
-    "tpu_int8": "int8", "inc": "gptq", "petit_nvfp4": "modelopt",
+    "awq": "awq",
+    "awq_marlin": "awq",
+    "gptq": "gptq",
+    "gptq_marlin": "gptq",
+    "gptq_marlin_24": "gptq",
+    "marlin": "gptq",
+    "fp8": "fp8",
+    "fbgemm_fp8": "fp8",
+    "ptpc_fp8": "fp8",
+    "compressed-tensors": "compressed-tensors",
+    "compressed_tensors": "compressed-tensors",
+    "mxfp4": "mxfp4",
+    "bitsandbytes": "bitsandbytes",
+    "modelopt": "modelopt",
+    "modelopt_fp4": "modelopt",
+    "nvfp4": "modelopt",
+    "gguf": "gguf",
+    "experts_int8": "experts_int8",
+    "fp_quant": "fp_quant",
+    "torchao": "torchao",
+    "quark": "quark",
+    "auto-round": "gptq",
+    "auto_round": "gptq",
+    "moe_wna16": "gptq",
+    "hqq": "hqq",
+    "deepspeedfp": "fp8",
+    "tpu_int8": "int8",
+    "inc": "gptq",
+    "petit_nvfp4": "modelopt",
 }
 # Methods that may be applied to an unquantized (bf16/fp16) checkpoint at load time.
 _ONLINE = {"fp8", "bitsandbytes", "experts_int8", "torchao"}
@@ -193,8 +215,20 @@ def _resolve_uncached(q: Mapping[str, Any] | None, option: str | None) -> QuantS
             f"quantization: {option!r} needs a checkpoint quantized with that method; only "
             f"{', '.join(sorted(_ONLINE))} can be applied to an unquantized checkpoint"
         )
-    return QuantSpec(method, opt if online or opt else None, bpp, expert, attn_q, dense_mlp_q, lm_head_q,
-                     group, block, kv, online, ignored)
+    return QuantSpec(
+        method,
+        opt if online or opt else None,
+        bpp,
+        expert,
+        attn_q,
+        dense_mlp_q,
+        lm_head_q,
+        group,
+        block,
+        kv,
+        online,
+        ignored,
+    )
 
 
 @lru_cache(maxsize=64)
@@ -206,5 +240,7 @@ def kv_dtype_bytes(kv_dtype: str, model_dtype_bytes: int) -> int:
         return 1
     if k in ("float32", "float"):
         return 4
-    raise PlanInputError(f"kv_cache_dtype: unsupported value {kv_dtype!r}; expected auto, fp8, fp8_e4m3, "
-                         "fp8_e5m2, bfloat16 or float16")
+    raise PlanInputError(
+        f"kv_cache_dtype: unsupported value {kv_dtype!r}; expected auto, fp8, fp8_e4m3, "
+        "fp8_e5m2, bfloat16 or float16"
+    )

@@ -19,13 +19,43 @@ from .errors import PlanInputError
 from .quant import QuantSpec
 
 SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
-    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 1, "F6_E2M3": 1,
-    "F6_E3M2": 1, "F8_E4M3FN": 1,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F4": 1,
+    "F6_E2M3": 1,
+    "F6_E3M2": 1,
+    "F8_E4M3FN": 1,
 }
-_TOWER_PREFIXES = ("visual.", "vision_tower.", "vision_model.", "model.visual.", "multi_modal_projector.",
-                   "audio_tower.", "model.vision_tower.", "model.multi_modal_projector.", "vision_encoder.",
-                   "mm_projector.", "model.vision_model.", "vpm.", "resampler.", "model.audio_tower.")
+_TOWER_PREFIXES = (
+    "visual.",
+    "vision_tower.",
+    "vision_model.",
+    "model.visual.",
+    "multi_modal_projector.",
+    "audio_tower.",
+    "model.vision_tower.",
+    "model.multi_modal_projector.",
+    "vision_encoder.",
+    "mm_projector.",
+    "model.vision_model.",
+    "vpm.",
+    "resampler.",
+    "model.audio_tower.",
+)
 _LAYER_RE = re.compile(r"layers\.(\d+)\.")
 
 
@@ -120,6 +150,7 @@ def mxfp4_padded(hidden: int, inter_part: int, cc: tuple[int, int]) -> tuple[int
     """MoE dims after vLLM's MXFP4 padding: Marlin (no native FP4: Ampere, Ada) pads the intermediate to
     128 and hidden to 256; FlashInfer on data-centre Blackwell pads both to 256; Hopper's Triton kernels
     pad the intermediate to 64."""
+
     def up(x: int, m: int) -> int:
         return -(-x // m) * m
 
@@ -130,8 +161,9 @@ def mxfp4_padded(hidden: int, inter_part: int, cc: tuple[int, int]) -> tuple[int
     return up(hidden, 256), up(inter_part, 128)
 
 
-def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str,
-               cc: tuple[int, int] = (9, 0)) -> float:
+def _mlp_bytes(
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str, cc: tuple[int, int] = (9, 0)
+) -> float:
     H = arch.hidden_size
     if kind == "none":
         return 0.0
@@ -160,7 +192,9 @@ def _mlp_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str,
     return b
 
 
-def layer_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] = (9, 0)) -> float:
+def layer_bytes(
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] = (9, 0)
+) -> float:
     kind = arch.layer_kinds[i]
     b = 2 * arch.hidden_size * d  # input / post-attention norms
     if kind == "mamba":
@@ -205,8 +239,11 @@ def _mtp_bytes(arch: ModelArch, q: QuantSpec, d: int) -> float:
     if not arch.mtp_layers:
         return 0.0
     last = arch.num_layers - 1
-    per = layer_bytes(arch, q, d, 1, last) + 2 * arch.hidden_size * arch.hidden_size * (
-        q.linear_bpp if q.is_quantized else d) + 3 * arch.hidden_size * d
+    per = (
+        layer_bytes(arch, q, d, 1, last)
+        + 2 * arch.hidden_size * arch.hidden_size * (q.linear_bpp if q.is_quantized else d)
+        + 3 * arch.hidden_size * d
+    )
     per += _embed_bytes(arch, d, 1, padded=False) + _head_bytes(arch, q, d, 1, padded=False)
     return arch.mtp_layers * per
 
@@ -214,8 +251,9 @@ def _mtp_bytes(arch: ModelArch, q: QuantSpec, d: int) -> float:
 _STAGE_CACHE: dict[tuple[Any, ...], tuple[Any, Any, tuple[float, ...]]] = {}
 
 
-def stage_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers: bool = True,
-                cc: tuple[int, int] = (9, 0)) -> tuple[float, ...]:
+def stage_bytes(
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, pp: int, towers: bool = True, cc: tuple[int, int] = (9, 0)
+) -> tuple[float, ...]:
     """Per-GPU weight bytes of each pipeline stage (config-based) on a GPU of compute capability `cc`."""
     key = (id(arch), id(q), d, tp, pp, towers, cc)
     hit = _STAGE_CACHE.get(key)

@@ -85,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no cases in {ns.cases}", file=sys.stderr)
         return 1
     errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": []}
-    header = f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} {'avail KV GiB pred/log':>23s}"
+    header = (
+        f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} "
+        f"{'avail KV GiB pred/log':>23s}"
+    )
     print(header)
     print("-" * len(header))
     for path in files:
@@ -117,14 +120,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}")
     print()
     failed = False
-    for key, label in (("weights", "weights"), ("kv_tokens", "KV cache tokens"), ("kv_gib", "available KV memory")):
+    for key, label in (
+        ("weights", "weights"),
+        ("kv_tokens", "KV cache tokens"),
+        ("kv_gib", "available KV memory"),
+    ):
         values = errs[key]
         if not values:
             continue
         abs_errs = [abs(v) for _, v in values]
         worst_name, worst = max(values, key=lambda x: abs(x[1]))
         median = statistics.median(abs_errs)
-        print(f"{label:20s} n={len(values):2d}  median |rel err| {median:6.1%}  worst {worst:+7.1%} ({worst_name})")
+        print(
+            f"{label:20s} n={len(values):2d}  median |rel err| {median:6.1%}  "
+            f"worst {worst:+7.1%} ({worst_name})"
+        )
         if ns.max_error is not None and median > ns.max_error:
             failed = True
     return 1 if failed else 0
