@@ -59,7 +59,9 @@ STATE_NVML_MISSING = "nvml_missing"  # libnvidia-ml.so cannot be loaded
 STATE_TIMEOUT = "timeout"
 STATE_ERROR = "error"
 
-_NA_VALUES = frozenset({"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "none"})
+_NA_VALUES = frozenset(
+    {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "none"}
+)
 
 # --- product name -> compute capability ------------------------------------
 #
