@@ -152,6 +152,20 @@ def fp8_block_output(size: int, block_n: int) -> str:
     )
 
 
+def fp8_moe_block_output(size: int, block_n: int) -> str:
+    return (
+        f"The output_size of gate's and up's weight = {size} is not divisible by weight quantization "
+        f"block_n = {block_n}."
+    )
+
+
+def fp8_moe_block_input(size: int, block_k: int) -> str:
+    return (
+        f"The input_size of down's weight = {size} is not divisible by weight quantization "
+        f"block_k = {block_k}."
+    )
+
+
 def group_not_aligned(size: int, group: int) -> str:
     return f"Weight input_size_per_partition={size} is not divisible by group_size={group}."
 

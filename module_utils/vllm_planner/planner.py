@@ -178,14 +178,14 @@ def tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
         out.append(E.not_divisible(arch.vision.heads, tp))
     if quant.block is not None:
         bn, bk = quant.block
-        for inter in _quant_inters(arch):
-            part = inter // tp
-            if part % bk:
-                out.append(E.fp8_block_input(part, bk))
-                break
-            if part % bn:
-                out.append(E.fp8_block_output(part, bn))
-                break
+        if "dense" in arch.layer_mlp and (arch.intermediate_size // tp) % bn:
+            out.append(E.fp8_block_output(arch.intermediate_size // tp, bn))
+        elif "dense" in arch.layer_mlp and (arch.intermediate_size // tp) % bk:
+            out.append(E.fp8_block_input(arch.intermediate_size // tp, bk))
+        elif arch.moe is not None and (arch.moe.expert_intermediate // tp) % bn:
+            out.append(E.fp8_moe_block_output(arch.moe.expert_intermediate // tp, bn))
+        elif arch.moe is not None and (arch.moe.expert_intermediate // tp) % bk:
+            out.append(E.fp8_moe_block_input(arch.moe.expert_intermediate // tp, bk))
     elif quant.group_size and quant.method in ("awq", "gptq", "compressed-tensors", "modelopt"):
         for inter in _quant_inters(arch):
             part = inter // tp
