@@ -1,0 +1,378 @@
+#!/usr/bin/python
+"""Ansible module: read what the vllm-fleet doctor checks on one host, changing nothing."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleet_serving.docker_api import DockerClient, DockerError
+from ansible.module_utils.nvidia_host import cuda_version_from_image
+from ansible.module_utils.vllm_fleet_ops.probe import (
+    container_summary,
+    looks_like_vllm,
+    parse_chronyc_tracking,
+    parse_ecc,
+    parse_key_values,
+    parse_meminfo,
+    parse_proc_net_tcp,
+)
+
+DOCUMENTATION = r"""
+---
+module: vllm_fleet_doctor_probe
+short_description: Read the host state the vllm-fleet doctor checks
+description:
+  - Reads, without changing anything, what C(playbooks/doctor.yml) needs from a host in one call:
+    free space of paths, the size and metadata of model folders, memory, C(/dev/shm), listening
+    TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
+    command), the CUDA version of images, the NVIDIA container toolkit, ECC state from
+    C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
+  - Judging the readings is done on the control node (module_utils/vllm_fleet_ops/doctor.py).
+version_added: "1.0.0"
+author:
+  - vllm-fleet maintainers
+options:
+  paths:
+    description:
+      - Paths whose file system free space to read. A missing path is measured at its nearest
+        existing parent. C(/dev/shm) is always read.
+    type: list
+    elements: str
+    default: []
+  model_dirs:
+    description:
+      - Model folders to measure, each C({name, path}); or C({name, base, revision}) for the
+        C(<root>/<org>/<name>/<revision>) layout, where the newest revision folder under C(base)
+        stands in when C(revision) (a branch name) has no folder of its own.
+    type: list
+    elements: dict
+    default: []
+  ports:
+    description: TCP ports whose listeners (and their processes) to report.
+    type: list
+    elements: int
+    default: []
+  docker_socket:
+    description: Docker API socket; empty to skip containers and images.
+    type: str
+    default: /var/run/docker.sock
+  images:
+    description: Images to inspect for their CUDA version (not pulled).
+    type: list
+    elements: str
+    default: []
+  nvidia_smi:
+    description: Run C(nvidia-smi -q) for ECC and row-remapping state.
+    type: bool
+    default: true
+  label_prefix:
+    description: Prefix of the labels the vllm_server role puts on its containers.
+    type: str
+    default: io.vllm-fleet
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Probe the host
+  vllm_fleet_doctor_probe:
+    paths: [/srv/models]
+    model_dirs:
+      - {name: llama, path: /srv/models/meta-llama/Llama-3.1-8B-Instruct/0e9e39f}
+    ports: [8000]
+    images: [vllm/vllm-openai:v0.32.0]
+  register: probe
+"""
+
+RETURN = r"""
+probe:
+  description: The readings; see module_utils/vllm_fleet_ops/doctor.py for how they are judged.
+  returned: always
+  type: dict
+"""
+
+MAX_CONFIG_BYTES = 2 * 1024 * 1024
+
+
+def disk(path: str) -> dict[str, Any]:
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe.rstrip("/")) or "/"
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    mount = probe
+    while mount != "/" and not os.path.ismount(mount):
+        mount = os.path.dirname(mount) or "/"
+    return {
+        "path": path,
+        "measured_at": probe,
+        "exists": probe == path,
+        "mount": mount,
+        "total_bytes": st.f_blocks * st.f_frsize,
+        "free_bytes": st.f_bavail * st.f_frsize,
+    }
+
+
+def _read_json(path: str) -> Any:
+    try:
+        if os.path.getsize(path) > MAX_CONFIG_BYTES:
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def model_dir(spec: dict[str, Any]) -> dict[str, Any]:
+    name = str(spec.get("name") or "")
+    path = spec.get("path")
+    resolved = False
+    if not path and spec.get("base"):
+        base = str(spec["base"])
+        path = os.path.join(base, str(spec.get("revision") or ""))
+        if not os.path.isdir(path) and os.path.isdir(base):
+            candidates = [
+                os.path.join(base, d)
+                for d in os.listdir(base)
+                if not d.startswith(".") and os.path.isdir(os.path.join(base, d))
+            ]
+            if candidates:
+                path, resolved = max(candidates, key=os.path.getmtime), True
+    info: dict[str, Any] = {
+        "name": name,
+        "dir": path,
+        "exists": bool(path) and os.path.isdir(path),
+        "resolved_revision": resolved,
+        "bytes_present": 0,
+        "weights_bytes": 0,
+        "files": 0,
+        "index_total_size": None,
+        "config": None,
+    }
+    if not info["exists"]:
+        return info
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for fname in files:
+            try:
+                size = os.lstat(os.path.join(root, fname)).st_size
+            except OSError:
+                continue
+            info["bytes_present"] += size
+            info["files"] += 1
+            if fname.endswith((".safetensors", ".bin", ".pt", ".gguf")):
+                info["weights_bytes"] += size
+    index = _read_json(os.path.join(path, "model.safetensors.index.json"))
+    if isinstance(index, dict):
+        total = (index.get("metadata") or {}).get("total_size")
+        if isinstance(total, (int, float)) and total > 0:
+            info["index_total_size"] = int(total)
+    config = _read_json(os.path.join(path, "config.json"))
+    info["config"] = config if isinstance(config, dict) else None
+    return info
+
+
+def listeners(ports: list[int]) -> dict[str, list[dict[str, Any]]]:
+    wanted = set(ports)
+    found: dict[int, list[dict[str, Any]]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        for sock in parse_proc_net_tcp(text):
+            if sock["port"] in wanted:
+                found.setdefault(sock["port"], []).append(dict(sock, processes=[]))
+    inodes = {s["inode"]: s for socks in found.values() for s in socks}
+    if inodes:
+        for fd_dir in glob.glob("/proc/[0-9]*/fd"):
+            pid = fd_dir.split("/")[2]
+            try:
+                links = [os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)]
+            except OSError:
+                continue
+            for link in links:
+                if link.startswith("socket:[") and int(link[8:-1]) in inodes:
+                    try:
+                        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                            cmd = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                    except OSError:
+                        cmd = ""
+                    procs = inodes[int(link[8:-1])]["processes"]
+                    if not any(p["pid"] == int(pid) for p in procs):
+                        procs.append({"pid": int(pid), "cmdline": cmd[:300]})
+    return {str(port): socks for port, socks in found.items()}
+
+
+def docker_state(socket_path: str, images: list[str], label_prefix: str) -> tuple[dict, list, dict, dict]:
+    info: dict[str, Any] = {"available": False, "socket": socket_path, "error": None}
+    containers: list[dict[str, Any]] = []
+    image_info: dict[str, Any] = {}
+    toolkit_runtime: dict[str, Any] = {}
+    if not socket_path or not os.path.exists(socket_path):
+        info["error"] = f"no Docker API socket at {socket_path}"
+        return info, containers, image_info, toolkit_runtime
+    client = DockerClient(socket_path, timeout=30)
+    try:
+        status, body = client.request("GET", "/containers/json")
+        if status != 200:
+            raise DockerError(f"list containers: HTTP {status}")
+        for entry in json.loads(body):
+            status, body = client.request("GET", f"/containers/{entry['Id']}/json")
+            if status != 200:
+                continue
+            summary = container_summary(json.loads(body))
+            summary["vllm"] = looks_like_vllm(summary, label_prefix)
+            containers.append(summary)
+        wanted = list(
+            dict.fromkeys(list(images) + [c["image"] for c in containers if c["vllm"] and c["image"]])
+        )
+        for ref in wanted:
+            status, body = client.request("GET", f"/images/{urllib.parse.quote(ref, safe='')}/json")
+            if status == 200:
+                config = json.loads(body).get("Config") or {}
+                image_info[ref] = {"present": True, "cuda_version": cuda_version_from_image(config)}
+            else:
+                image_info[ref] = {"present": False, "cuda_version": None}
+        status, body = client.request("GET", "/info")
+        if status == 200:
+            data = json.loads(body)
+            toolkit_runtime = {
+                "runtime": "nvidia" in (data.get("Runtimes") or {}),
+                "default_runtime": data.get("DefaultRuntime"),
+                "cdi_spec_dirs": data.get("CDISpecDirs") or [],
+            }
+        info["available"] = True
+    except (DockerError, ValueError, KeyError) as exc:
+        info["error"] = str(exc)
+    return info, containers, image_info, toolkit_runtime
+
+
+def run(cmd: list[str], timeout: int = 30) -> tuple[int | None, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return None, ""
+    except subprocess.TimeoutExpired:
+        return -1, "timed out"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def which(module: AnsibleModule, name: str) -> str | None:
+    return module.get_bin_path(name, opt_dirs=["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"])
+
+
+def clock(module: AnsibleModule) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "epoch": time.time(),
+        "ntp_synchronized": None,
+        "ntp_service": None,
+        "chrony": None,
+        "container": False,
+    }
+    detect = which(module, "systemd-detect-virt")
+    if detect:
+        rc, text = run([detect, "--container"])
+        out["container"] = rc == 0 and text.strip() not in ("", "none")
+    out["container"] = (
+        out["container"] or os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+    )
+    timedatectl = which(module, "timedatectl")
+    if timedatectl:
+        rc, text = run([timedatectl, "show"])
+        if rc == 0:
+            values = parse_key_values(text)
+            if values.get("NTPSynchronized") in ("yes", "no"):
+                out["ntp_synchronized"] = values["NTPSynchronized"] == "yes"
+            out["ntp_service"] = "timedatectl NTP=" + values.get("NTP", "?")
+    chronyc = which(module, "chronyc")
+    if chronyc:
+        rc, text = run([chronyc, "tracking"])
+        if rc == 0:
+            out["chrony"] = parse_chronyc_tracking(text)
+    return out
+
+
+def toolkit(module: AnsibleModule, runtime: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"runtime": bool(runtime.get("runtime")), "cli_version": None, "cdi_specs": []}
+    cli = which(module, "nvidia-container-cli")
+    if cli:
+        rc, text = run([cli, "--version"])
+        if rc == 0:
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            out["cli_version"] = first.split(":")[-1].strip() or first
+    dirs = list(runtime.get("cdi_spec_dirs") or []) + ["/etc/cdi", "/var/run/cdi"]
+    for folder in dict.fromkeys(dirs):
+        out["cdi_specs"] += sorted(
+            glob.glob(os.path.join(folder, "nvidia*.yaml")) + glob.glob(os.path.join(folder, "nvidia*.json"))
+        )
+    out["cdi_specs"] = list(dict.fromkeys(out["cdi_specs"]))
+    return out
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "paths": {"type": "list", "elements": "str", "default": []},
+            "model_dirs": {"type": "list", "elements": "dict", "default": []},
+            "ports": {"type": "list", "elements": "int", "default": []},
+            "docker_socket": {"type": "str", "default": "/var/run/docker.sock"},
+            "images": {"type": "list", "elements": "str", "default": []},
+            "nvidia_smi": {"type": "bool", "default": True},
+            "label_prefix": {"type": "str", "default": "io.vllm-fleet"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    errors: list[str] = []
+    probe: dict[str, Any] = {}
+    probe["time"] = clock(module)
+    probe["disks"] = {}
+    for path in list(dict.fromkeys(list(p["paths"]) + ["/dev/shm"])):
+        try:
+            probe["disks"][path] = disk(path)
+        except OSError as exc:
+            errors.append(f"cannot measure {path}: {exc}")
+    probe["model_dirs"] = {}
+    for spec in p["model_dirs"]:
+        info = model_dir(spec)
+        probe["model_dirs"][info["name"]] = info
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            probe["memory"] = parse_meminfo(handle.read())
+    except OSError as exc:
+        errors.append(f"cannot read /proc/meminfo: {exc}")
+        probe["memory"] = {}
+    probe["listeners"] = listeners(p["ports"])
+    docker, containers, images, runtime = docker_state(p["docker_socket"], p["images"], p["label_prefix"])
+    probe.update(docker=docker, containers=containers, images=images)
+    probe["toolkit"] = toolkit(module, runtime)
+    probe["ecc"] = []
+    smi = which(module, "nvidia-smi") if p["nvidia_smi"] else None
+    if smi:
+        rc, text = run([smi, "-q"], timeout=60)
+        if rc == 0:
+            probe["ecc"] = parse_ecc(text)
+        else:
+            errors.append(
+                f"nvidia-smi -q exited {rc}: {text.strip().splitlines()[0] if text.strip() else ''}"
+            )
+    probe["errors"] = errors
+    module.exit_json(changed=False, probe=probe)
+
+
+if __name__ == "__main__":
+    main()

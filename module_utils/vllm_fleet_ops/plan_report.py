@@ -1,0 +1,566 @@
+"""Fleet plan report: one plan per (GPU group, model), the table, and plan vs actual.
+
+``build_report`` takes the entries playbooks/plan.yml assembles (GPU facts per host,
+model metadata, options, the deployed ``vllm_fleet`` local facts) and runs the planner
+through an injected function, so the plan in the report is exactly the planner's
+output for those inputs. Each entry also carries the equivalent ``bin/vllm-fleet-plan``
+command line, which prints the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .textable import render_table
+
+GIB = 1024**3
+REPORT_SCHEMA = 1
+
+# planner: (model_config, gpu, options, safetensors_index, weights_bytes) -> plan
+Planner = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], Any, Any], dict[str, Any]]
+# gpu_spec: (nvidia_gpu facts, nodes, shared) -> planner gpu dict
+GpuSpec = Callable[[Mapping[str, Any], int, bool], dict[str, Any]]
+
+# options -> CLI flags of bin/vllm-fleet-plan (booleans are bare flags)
+OPTION_FLAGS = {
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "dtype": "--dtype",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "quantization": "--quantization",
+    "vllm_version": "--vllm-version",
+    "target_context_len": "--target-context-len",
+    "target_concurrency": "--target-concurrency",
+    "workload": "--workload",
+    "model_name": "--model-name",
+    "enforce_eager": "--enforce-eager",
+    "language_model_only": "--language-model-only",
+}
+GPU_FLAGS = {
+    "memory_mib": "--gpu-memory-mib",
+    "count": "--gpus-per-node",
+    "nodes": "--nodes",
+    "name": "--gpu-name",
+    "compute_capability": "--compute-capability",
+    "memory_reserved_mib": "--gpu-memory-reserved-mib",
+}
+
+# (label, key in the deployed plan / plan, key in vLLM's actual figures, scale of the actual figure)
+COMPARED = (
+    ("KV cache tokens", "kv_cache_tokens", "kv_cache_tokens", 1),
+    ("max concurrency", "max_concurrency", "max_concurrency", 1),
+    ("KV cache GiB/GPU", "kv_cache_bytes", "kv_cache_gib", GIB),
+    ("weights GiB/GPU", "weights_bytes", "weights_gib", GIB),
+    ("max_model_len", "max_model_len", "max_model_len", 1),
+)
+
+
+def planner_command(
+    gpu: Mapping[str, Any],
+    options: Mapping[str, Any],
+    config_path: str | None,
+    index_path: str | None = None,
+    weights_bytes: int | None = None,
+    program: str = "bin/vllm-fleet-plan",
+) -> tuple[list[str], list[str]]:
+    """The ``vllm-fleet-plan`` command that plans the same inputs, and options it cannot express."""
+    cmd = [program, "--model-config", str(config_path or "CONFIG.json")]
+    if index_path:
+        cmd += ["--safetensors-index", str(index_path)]
+    elif weights_bytes:
+        cmd += ["--weights-bytes", str(int(weights_bytes))]
+    for key, flag in GPU_FLAGS.items():
+        if gpu.get(key) not in (None, ""):
+            cmd += [flag, str(gpu[key])]
+    if gpu.get("shared"):
+        cmd.append("--shared-gpu")
+    missing = []
+    for key in sorted(options):
+        value = options[key]
+        flag = OPTION_FLAGS.get(key)
+        if flag is None:
+            missing.append(key)
+        elif isinstance(value, bool):
+            if value:
+                cmd.append(flag)
+        elif value is not None:
+            cmd += [flag, str(value)]
+    cmd += ["--format", "json"]
+    return cmd, missing
+
+
+def relative_error(predicted: Any, actual: Any) -> float | None:
+    """(predicted - actual) / actual in percent: positive when the plan over-predicted."""
+    if isinstance(predicted, bool) or isinstance(actual, bool):
+        return None
+    if not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)) or not actual:
+        return None
+    return round((predicted - actual) / actual * 100.0, 2)
+
+
+def compare(
+    plan: Mapping[str, Any] | None, deployed_plan: Mapping[str, Any] | None, actual: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Predicted vs measured figures of one deployment.
+
+    The prediction is the plan recorded when the model was deployed (same inputs as the
+    running container) where it has the figure, else the plan computed now.
+    """
+    rows = []
+    for label, key, actual_key, scale in COMPARED:
+        measured = actual.get(actual_key)
+        if measured is None:
+            continue
+        source = "deployed plan"
+        predicted = (deployed_plan or {}).get(key)
+        if predicted is None:
+            source = "plan now"
+            predicted = (plan or {}).get(key)
+            if predicted is None:
+                predicted = ((plan or {}).get("per_gpu") or {}).get(key)
+        measured_value = measured * scale
+        rows.append(
+            {
+                "figure": label,
+                "key": key,
+                "predicted": predicted,
+                "actual": round(measured_value) if scale != 1 else measured,
+                "error_pct": relative_error(predicted, measured_value),
+                "predicted_from": source if predicted is not None else None,
+            }
+        )
+    return rows
+
+
+def _deployments(entry: Mapping[str, Any], plan: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    out = []
+    for host in entry.get("hosts") or []:
+        fact = (entry.get("deployed") or {}).get(host) or {}
+        record = ((fact.get("models") or {}).get(entry["model"]) or {}).get("current") or {}
+        actual = record.get("actual") or {}
+        if not record:
+            continue
+        out.append(
+            {
+                "host": host,
+                "deployed_at": record.get("deployed_at"),
+                "image": record.get("image"),
+                "actual": actual,
+                "deployed_plan": record.get("plan") or {},
+                "comparison": compare(plan, record.get("plan"), actual) if actual else [],
+                "note": "" if actual else "vLLM printed no KV-cache figures (yet): see the container log",
+            }
+        )
+    return out
+
+
+def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -> dict[str, Any]:
+    """Plan one (group, model) entry.
+
+    ``entry``: ``group``, ``model``, ``hosts``, ``facts`` (host -> nvidia_gpu facts or
+    None), ``facts_source``, ``config`` (dict) and ``config_path``, optional ``index`` and
+    ``index_path``, ``weights_bytes``, ``options``, ``nodes``, ``shared``, ``gpu_count``
+    (GPUs per instance when fewer than the host's), ``deployed`` (host -> local fact),
+    ``error`` (why the inputs could not be assembled).
+    """
+    out: dict[str, Any] = {
+        "group": entry.get("group"),
+        "model": entry.get("model"),
+        "hosts": list(entry.get("hosts") or []),
+        "facts_source": entry.get("facts_source"),
+        "facts_host": None,
+        "gpu": None,
+        "inputs": {
+            "config": entry.get("config_path"),
+            "safetensors_index": entry.get("index_path"),
+            "weights_bytes": entry.get("weights_bytes"),
+            "options": dict(entry.get("options") or {}),
+        },
+        "command": None,
+        "plan": None,
+        "error": entry.get("error"),
+        "notes": [],
+        "deployments": [],
+    }
+    if out["error"]:
+        return out
+    facts = entry.get("facts") or {}
+    with_gpus = [h for h in out["hosts"] if (facts.get(h) or {}).get("present")]
+    if not with_gpus:
+        states = sorted({str((facts.get(h) or {}).get("state") or "no facts") for h in out["hosts"]})
+        out["error"] = (
+            f"no GPU facts for any host of {out['group']} ({', '.join(states) or 'the group is empty'}): "
+            "run with fleet_plan_facts_source=live, or gather them once (ansible-playbook playbooks/plan.yml "
+            "-e fleet_plan_facts_source=live) so the fact cache has them"
+        )
+        return out
+    out["facts_host"] = with_gpus[0]
+    names = {h: tuple(sorted(((facts[h].get("models")) or {}).items())) for h in with_gpus}
+    if len(set(names.values())) > 1:
+        out["notes"].append(
+            f"hosts of {out['group']} differ in GPUs; planned on {with_gpus[0]}: "
+            + "; ".join(f"{h}: {dict(v)}" for h, v in names.items())
+        )
+    try:
+        gpu = gpu_spec(facts[with_gpus[0]], int(entry.get("nodes") or 1), bool(entry.get("shared") or False))
+        if entry.get("gpu_count"):
+            gpu = {**gpu, "count": int(entry["gpu_count"])}
+        out["gpu"] = gpu
+        if not entry.get("config"):
+            raise ValueError("no config.json for this model")
+        plan = planner(
+            entry["config"],
+            gpu,
+            dict(entry.get("options") or {}),
+            entry.get("index"),
+            entry.get("weights_bytes"),
+        )
+    except ValueError as exc:
+        out["error"] = str(exc)
+        return out
+    out["plan"] = plan
+    command, missing = planner_command(
+        {k: v for k, v in gpu.items() if k in GPU_FLAGS or k == "shared"},
+        entry.get("options") or {},
+        entry.get("config_path"),
+        entry.get("index_path"),
+        entry.get("weights_bytes") if not entry.get("index_path") else None,
+    )
+    out["command"] = command
+    if missing:
+        out["notes"].append(
+            "options without a vllm-fleet-plan flag (the command differs): " + ", ".join(missing)
+        )
+    if entry.get("index") is not None and not entry.get("index_path"):
+        out["notes"].append("the safetensors index was read from a host; the command lacks it")
+    out["deployments"] = _deployments(entry, plan)
+    return out
+
+
+def build_report(entries: list[Mapping[str, Any]], planner: Planner, gpu_spec: GpuSpec) -> dict[str, Any]:
+    planned = [build_entry(e, planner, gpu_spec) for e in entries]
+    return {
+        "schema": REPORT_SCHEMA,
+        "entries": planned,
+        "summary": {
+            "entries": len(planned),
+            "feasible": sum(1 for e in planned if e["plan"] and e["plan"].get("feasible")),
+            "infeasible": sum(1 for e in planned if e["plan"] and not e["plan"].get("feasible")),
+            "errors": sum(1 for e in planned if e["error"]),
+            "deployments_compared": sum(1 for e in planned for d in e["deployments"] if d["comparison"]),
+        },
+    }
+
+
+def _gib(n: Any) -> str:
+    return "-" if not isinstance(n, (int, float)) else f"{n / GIB:.2f}"
+
+
+def _num(n: Any) -> str:
+    if isinstance(n, bool) or n is None:
+        return "-"
+    if isinstance(n, float):
+        return f"{n:,.2f}"
+    if isinstance(n, int):
+        return f"{n:,}"
+    return str(n)
+
+
+def _gpu_text(gpu: Mapping[str, Any] | None) -> str:
+    if not gpu:
+        return "-"
+    nodes = int(gpu.get("nodes") or 1)
+    text = f"{gpu.get('count')}x {gpu.get('name')} ({round(int(gpu.get('memory_mib') or 0) / 1024)} GiB)"
+    return text + (f" x{nodes} nodes" if nodes > 1 else "")
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The plan table, the plan-vs-actual table, then errors, warnings and notes."""
+    headers = [
+        "GROUP",
+        "MODEL",
+        "GPUS",
+        "TP",
+        "PP",
+        "MAX_LEN",
+        "SEQS",
+        "GMU",
+        "WEIGHTS",
+        "KV",
+        "KV TOKENS",
+        "CONC",
+        "STATUS",
+    ]
+    rows = []
+    notes: list[str] = []
+    for e in report["entries"]:
+        plan = e.get("plan")
+        tag = f"{e['group']}/{e['model']}"
+        if plan is None:
+            rows.append([e["group"], e["model"], _gpu_text(e.get("gpu"))] + ["-"] * 9 + ["ERROR"])
+            notes.append(f"ERROR {tag}: {e.get('error')}")
+            continue
+        g = plan.get("per_gpu") or {}
+        rows.append(
+            [
+                e["group"],
+                e["model"],
+                _gpu_text(e.get("gpu")),
+                plan.get("tensor_parallel_size"),
+                plan.get("pipeline_parallel_size"),
+                _num(plan.get("max_model_len")),
+                _num(plan.get("max_num_seqs")),
+                plan.get("gpu_memory_utilization"),
+                _gib(g.get("weights_bytes")),
+                _gib(g.get("kv_cache_bytes")),
+                _num(plan.get("kv_cache_tokens")),
+                _num(plan.get("max_concurrency")),
+                "ok" if plan.get("feasible") else "INFEASIBLE",
+            ]
+        )
+        notes += [f"ERROR {tag}: {m}" for m in plan.get("errors") or []]
+        notes += [f"warning {tag}: {m}" for m in plan.get("warnings") or []]
+        notes += [f"note {tag}: {m}" for m in e.get("notes") or []]
+    parts = [
+        "Plan per GPU group and model (WEIGHTS and KV: GiB per GPU; CONC: requests at MAX_LEN the KV cache "
+        "holds)",
+        render_table(headers, rows, align="lllrrrrrrrrrl"),
+    ]
+    compared = []
+    for e in report["entries"]:
+        for d in e.get("deployments") or []:
+            if not d["comparison"]:
+                notes.append(f"note {e['group']}/{e['model']} on {d['host']}: {d['note']}")
+            for c in d["comparison"]:
+                scale = GIB if c["key"] in ("kv_cache_bytes", "weights_bytes") else None
+                pred = _gib(c["predicted"]) if scale else _num(c["predicted"])
+                act = _gib(c["actual"]) if scale else _num(c["actual"])
+                err = "-" if c["error_pct"] is None else f"{c['error_pct']:+.1f}%"
+                compared.append(
+                    [
+                        e["group"],
+                        e["model"],
+                        d["host"],
+                        c["figure"],
+                        pred,
+                        act,
+                        err,
+                        c["predicted_from"] or "-",
+                    ]
+                )
+    if compared:
+        parts += [
+            "",
+            "Plan vs actual (vLLM's startup log on the deployed hosts; error = (predicted - actual) / "
+            "actual)",
+            render_table(
+                ["GROUP", "MODEL", "HOST", "FIGURE", "PREDICTED", "ACTUAL", "ERROR", "PREDICTED FROM"],
+                compared,
+                align="llllrrrl",
+            ),
+        ]
+    if notes:
+        parts += [""] + notes
+    s = report.get("summary") or {}
+    parts += [
+        "",
+        f"{s.get('entries', 0)} planned: {s.get('feasible', 0)} feasible, {s.get('infeasible', 0)} "
+        f"infeasible, {s.get('errors', 0)} without a plan; {s.get('deployments_compared', 0)} deployments "
+        "compared with vLLM's figures",
+    ]
+    return "\n".join(parts)
+
+
+# --- assembling the entries -------------------------------------------------------------------
+
+ENTRY_KEYS = {
+    "name",
+    "group",
+    "config",
+    "model_path",
+    "safetensors_index",
+    "weights_bytes",
+    "options",
+    "nodes",
+    "shared",
+    "gpus",
+    "repo_id",
+    "revision",
+}
+
+
+def _abs(path: str | None, base: str) -> str | None:
+    if not path:
+        return None
+    path = str(path)
+    return path if path.startswith("/") else f"{base.rstrip('/')}/{path}"
+
+
+def normalize_entries(
+    models: list[Mapping[str, Any]] | None,
+    gpu_groups: Mapping[str, list[str]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The (group, model) entries to plan, with where each one's metadata is read from.
+
+    ``models``: ``fleet_plan_models``; when empty, every model in ``vllm_server_models`` of
+    the hosts of each GPU group (read from its ``path`` on the group's first host).
+    ``gpu_groups``: group -> hosts. ``hostvars``: per host ``vllm_server_models``,
+    ``vllm_server_vllm_version``, ``vllm_server_plan_options``, ``model_weights_root``,
+    ``model_weights_writer_host``. ``settings``: ``config_dir`` (base of relative paths),
+    ``vllm_version`` (when a host sets none).
+
+    Each entry: ``name``, ``group``, ``hosts``, ``config_path``/``index_path`` (control
+    node) or ``read_host``/``read_dir`` (a host's folder holding config.json), ``weights_bytes``,
+    ``options`` (vllm_version and vllm_server_plan_options of the group, then the entry's, and
+    ``model_name``), ``nodes``, ``shared``, ``gpu_count``, ``error``.
+    """
+    base = str(settings.get("config_dir") or ".")
+    if not models:
+        models = []
+        for group in sorted(gpu_groups):
+            seen: set[str] = set()
+            for host in gpu_groups[group]:
+                for served in (hostvars.get(host) or {}).get("vllm_server_models") or []:
+                    if served.get("name") in seen:
+                        continue
+                    seen.add(served.get("name"))
+                    models.append(
+                        {
+                            "name": served.get("name"),
+                            "group": group,
+                            "model_path": served.get("path"),
+                            "options": served.get("overrides") or {},
+                            "gpus": len(served.get("gpus") or []) or None,
+                        }
+                    )
+    entries = []
+    for model in models:
+        entry: dict[str, Any] = {
+            "name": model.get("name"),
+            "group": model.get("group"),
+            "hosts": [],
+            "config_path": None,
+            "index_path": None,
+            "read_host": None,
+            "read_dir": None,
+            "weights_bytes": model.get("weights_bytes"),
+            "options": {},
+            "nodes": int(model.get("nodes") or 1),
+            "shared": bool(model.get("shared") or False),
+            "gpu_count": int(model.get("gpus")) if model.get("gpus") else None,
+            "error": None,
+        }
+        entries.append(entry)
+        unknown = sorted(set(model) - ENTRY_KEYS)
+        if unknown or not entry["name"] or not entry["group"]:
+            entry["error"] = f"fleet_plan_models entry {dict(model)!r}: needs name and group" + (
+                f"; unknown keys {', '.join(unknown)} (known: {', '.join(sorted(ENTRY_KEYS))})"
+                if unknown
+                else ""
+            )
+            continue
+        hosts = list(gpu_groups.get(entry["group"]) or [])
+        entry["hosts"] = hosts
+        if not hosts:
+            entry["error"] = (
+                f"group {entry['group']} has no hosts in this inventory (GPU groups: "
+                f"{', '.join(sorted(gpu_groups)) or 'none'}): fix fleet_plan_models[{entry['name']}].group"
+            )
+            continue
+        first = hostvars.get(hosts[0]) or {}
+        options: dict[str, Any] = {
+            "vllm_version": first.get("vllm_server_vllm_version") or settings.get("vllm_version")
+        }
+        options.update(first.get("vllm_server_plan_options") or {})
+        options.update(model.get("options") or {})
+        options.setdefault("model_name", entry["name"])
+        entry["options"] = {k: v for k, v in options.items() if v is not None}
+        if model.get("config"):
+            entry["config_path"] = _abs(model["config"], base)
+            entry["index_path"] = _abs(model.get("safetensors_index"), base)
+        elif model.get("model_path"):
+            entry["read_host"], entry["read_dir"] = hosts[0], str(model["model_path"]).rstrip("/")
+        elif model.get("repo_id") and model.get("revision"):
+            root = first.get("model_weights_root") or "/srv/models"
+            entry["read_host"] = first.get("model_weights_writer_host") or hosts[0]
+            entry["read_dir"] = f"{str(root).rstrip('/')}/{model['repo_id']}/{model['revision']}"
+        else:
+            entry["error"] = (
+                f"fleet_plan_models[{entry['name']}] has no model metadata: set config (a config.json on the "
+                "control node), model_path (a folder on the group's hosts) or repo_id + revision (the "
+                "model_weights layout)"
+            )
+    return entries
+
+
+def _json(text: Any) -> Any:
+    if text in (None, ""):
+        return None
+    if isinstance(text, (dict, list)):
+        return text
+    return json.loads(text)
+
+
+def attach_inputs(
+    entries: list[Mapping[str, Any]],
+    files: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    deployed: Mapping[str, Any],
+    facts_source: str,
+) -> list[dict[str, Any]]:
+    """Entries ready for :func:`build_report`.
+
+    ``files``: entry index (as a string) -> ``{config, index, hf_quant_config, config_path,
+    index_path, error}``: texts read on the control node or from a host (a read from a host
+    is saved on the control node by the playbook; the saved paths come as ``config_path``
+    and ``index_path``). A ``hf_quant_config.json`` beside the config is merged the way
+    ``vllm-fleet-plan`` merges it. ``facts``/``deployed``: host -> nvidia_gpu / vllm_fleet facts.
+    """
+    out = []
+    for pos, entry in enumerate(entries):
+        item: dict[str, Any] = {
+            "group": entry.get("group"),
+            "model": entry.get("name"),
+            "hosts": list(entry.get("hosts") or []),
+            "facts": {h: facts.get(h) for h in entry.get("hosts") or []},
+            "facts_source": facts_source,
+            "deployed": {h: deployed.get(h) for h in entry.get("hosts") or []},
+            "options": dict(entry.get("options") or {}),
+            "nodes": entry.get("nodes"),
+            "shared": entry.get("shared"),
+            "gpu_count": entry.get("gpu_count"),
+            "weights_bytes": entry.get("weights_bytes"),
+            "error": entry.get("error"),
+        }
+        out.append(item)
+        if item["error"]:
+            continue
+        got = files.get(str(pos)) or files.get(pos) or {}
+        where = entry.get("config_path") or f"{entry.get('read_host')}:{entry.get('read_dir')}/config.json"
+        try:
+            config = _json(got.get("config"))
+            index = _json(got.get("index"))
+            quant = _json(got.get("hf_quant_config"))
+        except ValueError as exc:
+            item["error"] = f"{where}: not valid JSON ({exc})"
+            continue
+        if not isinstance(config, dict):
+            item["error"] = f"cannot read {where}: {got.get('error') or 'missing'}"
+            continue
+        if quant is not None and "quantization_config" not in config:
+            config = {**config, "hf_quant_config": quant}
+        item.update(
+            config=config,
+            config_path=got.get("config_path") or entry.get("config_path"),
+            index=index,
+            index_path=(got.get("index_path") or entry.get("index_path")) if index is not None else None,
+        )
+    return out
