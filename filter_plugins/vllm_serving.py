@@ -11,6 +11,7 @@ vllm_serving_diagnose(log_text)                  why the last vLLM start failed,
 vllm_serving_update_fact(existing, records, now) the vllm_fleet local fact after a deployment
 vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to return to
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
+gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
 gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
 gateway_rate_tiers(tiers)                        rate-limit tiers as nginx zones
 """
@@ -57,6 +58,7 @@ class FilterModule:
             "vllm_serving_plan_vs_actual": vllm_log.plan_vs_actual,
             "vllm_serving_diagnose": vllm_log.diagnose_failure,
             "gateway_routes": gateway.routes,
+            "gateway_replicas_left": gateway.replicas_left,
             "gateway_clients": gateway.clients,
             "gateway_rate_tiers": gateway.rate_tiers,
         }

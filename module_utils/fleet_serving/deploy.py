@@ -265,9 +265,10 @@ def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], 
     """The new content of the ``vllm_fleet`` local fact after a deployment.
 
     ``existing`` is the fact as read from the host (``{}`` or garbage on first run),
-    ``records`` the model name -> record of what runs now (``args_hash`` identifies a
-    version). For each model: the same ``args_hash`` keeps the stored record (its
-    ``deployed_at`` and ``baseline``; missing ``actual`` figures are filled in); a new
+    ``records`` the model name -> record of what runs now (``version``, a hash of the
+    arguments and the image ID, identifies it). For each model: the same ``version``
+    keeps the stored record (its ``deployed_at`` and ``baseline``; missing ``actual``
+    figures are filled in); a new
     one becomes ``current`` and the old ``current`` becomes ``previous``, so a rollback
     finds every input it needs on the host. Models no longer deployed are dropped.
     """
@@ -280,7 +281,7 @@ def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], 
         entry = old_models.get(name) if isinstance(old_models.get(name), Mapping) else {}
         current = entry.get("current") if isinstance(entry.get("current"), Mapping) else None
         previous = entry.get("previous") if isinstance(entry.get("previous"), Mapping) else None
-        if current and current.get("args_hash") == record.get("args_hash"):
+        if current and current.get("version") == record.get("version"):
             kept = copy.deepcopy(dict(current))
             for key in ("actual", "plan_vs_actual", "baseline"):
                 if not kept.get(key) and record.get(key):
@@ -295,7 +296,7 @@ def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], 
     return {"schema": FACT_SCHEMA, "models": models}
 
 
-def rollback_target(fact: Any, name: str, running_hash: str | None) -> dict[str, Any]:
+def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[str, Any]:
     """The record to go back to for model ``name``.
 
     When the running container is not the recorded ``current`` (a deployment failed
@@ -307,7 +308,7 @@ def rollback_target(fact: Any, name: str, running_hash: str | None) -> dict[str,
         raise ServingError(f"no deployment of {name} is recorded on this host (ansible_local.vllm_fleet)")
     current = entry.get("current")
     previous = entry.get("previous")
-    if isinstance(current, Mapping) and running_hash and current.get("args_hash") != running_hash:
+    if isinstance(current, Mapping) and running_version and current.get("version") != running_version:
         return dict(current)
     if isinstance(previous, Mapping):
         return dict(previous)

@@ -12,6 +12,7 @@ from .deploy import ServingError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _RATE = re.compile(r"^[1-9]\d*r/[sm]$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _MIN_KEY_LENGTH = 16
 
 
@@ -71,6 +72,12 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
                 raise ServingError(f"{where} needs a 'name' (the served model name)")
             if "port" not in model:
                 raise ServingError(f"{where} ({model['name']}) needs a 'port'")
+            if not _MODEL.match(str(model["name"])):
+                raise ServingError(
+                    f"{where}: model name {model['name']!r} must start with a letter or digit "
+                    "and contain only letters, digits and . _ : / @ + - "
+                    "(it is matched in the gateway's configuration)"
+                )
             port = _port(model["port"], where)
             target = _server_address(address, port)
             if target in seen_targets:
@@ -94,6 +101,29 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
             }
         )
     return result
+
+
+def replicas_left(
+    models_by_host: Mapping[str, Any], drained: Iterable[str], host: str, minimum: int
+) -> list[dict[str, Any]]:
+    """Models of ``host`` that would have fewer than ``minimum`` serving hosts once ``host`` is drained.
+
+    ``models_by_host``: inventory name -> its ``vllm_server_models``; ``drained``: hosts already
+    drained. Returns ``[{model, available}]`` (empty when draining is safe).
+    """
+    out_of_service = {str(h) for h in drained} | {str(host)}
+    mine = [str(m.get("name")) for m in models_by_host.get(host) or [] if isinstance(m, Mapping)]
+    short = []
+    for model in sorted(set(mine)):
+        available = sum(
+            1
+            for other, models in models_by_host.items()
+            if str(other) not in out_of_service
+            and any(isinstance(m, Mapping) and str(m.get("name")) == model for m in models or [])
+        )
+        if available < int(minimum):
+            short.append({"model": model, "available": available})
+    return short
 
 
 def key_sha256(key: str) -> str:

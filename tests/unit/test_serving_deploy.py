@@ -144,7 +144,7 @@ def test_plan_summary_keeps_figures_and_warnings() -> None:
 
 
 def _rec(h: str, **extra: object) -> dict:
-    return {"args_hash": h, "image": f"img:{h}", **extra}
+    return {"version": h, "image": f"img:{h}", **extra}
 
 
 @pytest.mark.parametrize(
@@ -177,11 +177,7 @@ def _rec(h: str, **extra: object) -> dict:
         ),
         # new version: current moves to previous
         (
-            {
-                "models": {
-                    "m": {"current": {**_rec("a"), "deployed_at": "T1"}, "previous": {"args_hash": "z"}}
-                }
-            },
+            {"models": {"m": {"current": {**_rec("a"), "deployed_at": "T1"}, "previous": {"version": "z"}}}},
             {"m": _rec("b")},
             {
                 "m": {
@@ -217,7 +213,7 @@ FACT = {"models": {"m": {"current": _rec("b"), "previous": _rec("a")}}}
     ],
 )
 def test_rollback_target(fact: dict, running: str | None, expected: str) -> None:
-    assert deploy.rollback_target(fact, "m", running)["args_hash"] == expected
+    assert deploy.rollback_target(fact, "m", running)["version"] == expected
 
 
 @pytest.mark.parametrize(

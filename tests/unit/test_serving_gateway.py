@@ -41,6 +41,8 @@ def test_routes_one_upstream_per_model_over_its_hosts() -> None:
         ([{"host": "h", "address": "a", "models": [{"port": 1}]}], "needs a 'name'"),
         ([{"host": "h", "address": "a", "models": [{"name": "m", "port": 0}]}], "outside 1-65535"),
         ([{"host": "h", "address": "a", "models": "m"}], "must be a list"),
+        ([{"host": "h", "address": "a", "models": [{"name": "~re", "port": 1}]}], "must start with"),
+        ([{"host": "h", "address": "a", "models": [{"name": 'a"b', "port": 1}]}], "must start with"),
         (
             [{"host": "h", "address": "a", "models": [{"name": "m", "port": 1}, {"name": "n", "port": 1}]}],
             "already used by h model m",
@@ -123,3 +125,32 @@ def test_rate_tiers_errors(tiers: dict, needle: str) -> None:
     with pytest.raises(ServingError) as err:
         gateway.rate_tiers(tiers)
     assert needle in str(err.value)
+
+
+MODELS_BY_HOST = {
+    "gpu1": [{"name": "llama", "port": 8000}, {"name": "qwen", "port": 8001}],
+    "gpu2": [{"name": "llama", "port": 8000}],
+    "gpu3": [{"name": "llama", "port": 8000}],
+    "storage": [],
+}
+
+
+@pytest.mark.parametrize(
+    ("drained", "host", "minimum", "expected"),
+    [
+        ([], "gpu2", 1, []),
+        ([], "gpu2", 2, []),
+        ([], "gpu2", 3, [{"model": "llama", "available": 2}]),
+        (["gpu3"], "gpu2", 2, [{"model": "llama", "available": 1}]),
+        ([], "gpu1", 1, [{"model": "qwen", "available": 0}]),
+        (
+            ["gpu2", "gpu3"],
+            "gpu1",
+            1,
+            [{"model": "llama", "available": 0}, {"model": "qwen", "available": 0}],
+        ),
+        ([], "storage", 1, []),
+    ],
+)
+def test_replicas_left(drained: list, host: str, minimum: int, expected: list) -> None:
+    assert gateway.replicas_left(MODELS_BY_HOST, drained, host, minimum) == expected
