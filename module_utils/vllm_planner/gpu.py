@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import GIB, MIB, PlanInputError
@@ -12,6 +12,9 @@ from .errors import GIB, MIB, PlanInputError
 INFORMATIONAL_KEYS = ("mixed", "models", "excluded")
 # Data-centre Blackwell parts (SM 10.x): larger CUDA-graph capture range and MLA block size 128.
 _BLACKWELL_DC_MAJOR = 10
+
+
+_SPEC_CACHE: dict[tuple[tuple[str, str, Any], ...], GpuSpec] = {}
 
 
 def estimate_reserved_mib(total_mib: int) -> int:
@@ -37,11 +40,32 @@ class GpuSpec:
     nodes: int = 1
     shared: bool = False
     memory_reserved_mib: int | None = None
+    cc: tuple[int, int] = field(init=False, compare=False)
+    reserved_mib: int = field(init=False, compare=False)
+    cuda_total_bytes: int = field(init=False, compare=False)
 
     @classmethod
     def from_any(cls, gpu: GpuSpec | Mapping[str, Any]) -> GpuSpec:
         if isinstance(gpu, GpuSpec):
             return gpu
+        if not isinstance(gpu, Mapping):
+            raise PlanInputError(f"gpu: expected a mapping or GpuSpec, got {type(gpu).__name__}")
+        try:
+            key = tuple((k, type(v).__name__, v) for k, v in gpu.items() if k not in INFORMATIONAL_KEYS)
+            hit = _SPEC_CACHE.get(key)
+        except TypeError:  # unhashable values: validate below, which reports them
+            key, hit = None, None
+        if hit is not None:
+            return hit
+        spec = cls._validate(gpu)
+        if key is not None:
+            if len(_SPEC_CACHE) > 4096:
+                _SPEC_CACHE.clear()
+            _SPEC_CACHE[key] = spec
+        return spec
+
+    @classmethod
+    def _validate(cls, gpu: Mapping[str, Any]) -> GpuSpec:
         if not isinstance(gpu, Mapping):
             raise PlanInputError(f"gpu: expected a mapping or GpuSpec, got {type(gpu).__name__}")
         known = {
@@ -89,21 +113,15 @@ class GpuSpec:
             memory_reserved_mib=reserved,
         )
 
-    @property
-    def cc(self) -> tuple[int, int]:
+    def __post_init__(self) -> None:
         major, minor = self.compute_capability.split(".", 1)
-        return int(major), int(minor)
-
-    @property
-    def reserved_mib(self) -> int:
-        if self.memory_reserved_mib is not None:
-            return self.memory_reserved_mib
-        return estimate_reserved_mib(self.memory_mib)
-
-    @property
-    def cuda_total_bytes(self) -> int:
-        """What cudaMemGetInfo reports as total (nvidia-smi total minus Reserved): vLLM's T."""
-        return (self.memory_mib - self.reserved_mib) * MIB
+        object.__setattr__(self, "cc", (int(major), int(minor)))
+        reserved = self.memory_reserved_mib
+        if reserved is None:
+            reserved = estimate_reserved_mib(self.memory_mib)
+        object.__setattr__(self, "reserved_mib", reserved)
+        # What cudaMemGetInfo reports as total (nvidia-smi total minus Reserved): vLLM's T.
+        object.__setattr__(self, "cuda_total_bytes", (self.memory_mib - reserved) * MIB)
 
     @property
     def cuda_total_gib(self) -> float:

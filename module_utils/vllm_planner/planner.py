@@ -157,8 +157,23 @@ def _dtype_label(d: str) -> str:
 # Validity of TP / PP for a model
 
 
+_TP_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, list[str]]] = {}
+
+
 def tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
     """vLLM's own messages for a tensor-parallel size the model cannot be split into."""
+    key = (id(arch), id(quant), tp)
+    hit = _TP_CACHE.get(key)
+    if hit is not None and hit[0] is arch and hit[1] is quant:
+        return list(hit[2])
+    out = _tp_problems(arch, tp, quant)
+    if len(_TP_CACHE) > 16384:
+        _TP_CACHE.clear()
+    _TP_CACHE[key] = (arch, quant, out)
+    return list(out)
+
+
+def _tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
     out: list[str] = []
     nq = arch.num_heads
     if nq and nq % tp:
@@ -262,15 +277,44 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int]:
     return max(count, 1), largest
 
 
-def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int) -> Evaluation:
+_STATIC_CACHE: dict[
+    tuple[Any, ...], tuple[ModelArch, QuantSpec, list[tuple[float, float, float, KvLayout]]]
+] = {}
+
+
+def _stage_statics(
+    ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int
+) -> list[tuple[float, float, float, KvLayout]]:
+    """(weights, activation peak, CUDA graphs, KV layout) per stage: everything but the budget.
+
+    These depend on the model, parallelism and sizing, not on the GPU's memory, so a fleet planning one
+    model for many hosts computes them once.
+    """
     arch = ctx.arch
+    key = (
+        id(arch),
+        id(ctx.quant),
+        tp,
+        pp,
+        mnbt,
+        seqs,
+        ctx.d,
+        ctx.kv_bytes,
+        ctx.kv_dtype,
+        ctx.weight_scale,
+        ctx.tower_override,
+        ctx.towers,
+        ctx.enforce_eager,
+        ctx.block_size,
+        ctx.vinfo.version,
+        ctx.gpu.cc,
+    )
+    hit = _STATIC_CACHE.get(key)
+    if hit is not None and hit[0] is arch and hit[1] is ctx.quant:
+        return hit[2]
     weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)
-    world = tp * pp
     n_sizes, largest = _capture(seqs, mnbt, ctx)
-    inflight = mnbt * ctx.inflight_mult(pp)
-    stages: list[Stage] = []
-    l_fit = length
-    weights_fit = True
+    out = []
     for rank in range(pp):
         start, end = get_pp_indices(arch.num_layers, rank, pp)
         w = weights[rank] * ctx.weight_scale
@@ -283,10 +327,25 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
         )
         lay = _layout(ctx, tp, pp, rank)
         graphs = cudagraph_bytes(arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
+        out.append((w, act, graphs, lay))
+    if len(_STATIC_CACHE) > 8192:
+        _STATIC_CACHE.clear()
+    _STATIC_CACHE[key] = (arch, ctx.quant, out)
+    return out
+
+
+def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int) -> Evaluation:
+    world = tp * pp
+    inflight = mnbt * ctx.inflight_mult(pp)
+    stages: list[Stage] = []
+    l_fit = length
+    weights_fit = True
+    null_block = ctx.vinfo.null_block_in_check
+    for w, act, graphs, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
         mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp)
         bpb = lay.bytes_per_block
         nb = int(mem.available_kv // bpb) if bpb > 0 and mem.available_kv > 0 else 0
-        budget = mem.available_kv - (bpb if ctx.vinfo.null_block_in_check else 0)
+        budget = mem.available_kv - (bpb if null_block else 0)
         if mem.available_kv <= 0 or (bpb > 0 and nb < 1):
             weights_fit = False
             fit = 0
@@ -296,11 +355,12 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
             fit = length
         l_fit = min(l_fit, fit)
         stages.append(Stage(mem, lay, nb, budget))
-    binding = min(
-        range(pp), key=lambda r: stages[r].num_blocks if stages[r].layout.bytes_per_block else 1 << 62
-    )
-    num_blocks = stages[binding].num_blocks
-    return Evaluation(tp, pp, stages, num_blocks, binding, l_fit, weights_fit)
+    binding = 0
+    if pp > 1:
+        binding = min(
+            range(pp), key=lambda r: stages[r].num_blocks if stages[r].layout.bytes_per_block else 1 << 62
+        )
+    return Evaluation(tp, pp, stages, stages[binding].num_blocks, binding, l_fit, weights_fit)
 
 
 def _bpr(ctx: Ctx, ev: Evaluation, mnbt: int, length: int) -> int:
@@ -973,6 +1033,15 @@ def _memory_errors(
 ) -> list[str]:
     """Explain why nothing fits, with concrete fixes (each names the variable to change)."""
     g, vinfo = ctx.gpu, ctx.vinfo
+
+    def quick(c: Ctx, tp: int, pp: int, gmu_: float | None, mnbt_: int, seqs_: int) -> Evaluation | None:
+        """Evaluate only when the weights alone leave room in the budget (fixes are tried many times)."""
+        frac = gmu_ if gmu_ is not None else (1.0 if vinfo.extensible else vinfo.gmu_default)
+        stages = stage_bytes(c.arch, c.quant, c.d, tp, pp, towers=False, cc=g.cc)
+        if max(stages) * c.weight_scale >= g.cuda_total_bytes * frac:
+            return None
+        return evaluate(c, tp, pp, gmu_, mnbt_, seqs_, want_len)
+
     fixes: list[str] = []
     best = max(evals, key=lambda e: (e.l_fit, e.stage.mem.available_kv))
     mem = best.stage.mem
@@ -1019,8 +1088,14 @@ def _memory_errors(
             + (f" {E.NO_CACHE_MEMORY}" if mem.available_kv <= 0 else "")
         )
     # fix: more tensor parallelism (within a node, or with more GPUs)
+    budget = g.cuda_total_bytes * (
+        gmu if gmu is not None else (1.0 if vinfo.extensible else vinfo.gmu_default)
+    )
     for t in range(best.tp + 1, 65):
         if tp_problems(ctx.arch, t, ctx.quant):
+            continue
+        w_t = stage_bytes(ctx.arch, ctx.quant, ctx.d, t, 1, towers=False, cc=g.cc)[0] * ctx.weight_scale
+        if w_t >= budget:
             continue
         e2 = evaluate(ctx, t, 1, gmu, mnbt, seqs, want_len)
         if e2.weights_fit and e2.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
@@ -1037,15 +1112,20 @@ def _memory_errors(
     if g.nodes == 1 and not weights_ok:
         tp_node = max((t for t in tps if t <= g.count), default=1)
         for p in range(2, 9):
-            e3 = evaluate(ctx, tp_node, p, gmu, mnbt, seqs, want_len)
-            if e3.weights_fit and e3.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
+            e3 = quick(ctx, tp_node, p, gmu, mnbt, seqs)
+            if e3 is not None and e3.weights_fit and e3.l_fit >= min(want_len, MIN_USEFUL_CONTEXT):
                 fixes.append(
                     f"add nodes: {p} nodes with pipeline_parallel_size {p} and tensor_parallel_size {tp_node}"
                 )
                 break
 
-    def _ok(e: Evaluation) -> bool:
-        return e.weights_fit and e.l_fit >= min(want_len, MIN_USEFUL_CONTEXT) and e.l_fit > best.l_fit
+    def _ok(e: Evaluation | None) -> bool:
+        return (
+            e is not None
+            and e.weights_fit
+            and e.l_fit >= min(want_len, MIN_USEFUL_CONTEXT)
+            and e.l_fit > best.l_fit
+        )
 
     def _cap(e: Evaluation) -> str:
         return "" if e.l_fit >= want_len else f" with {length_var} <= {e.l_fit}"
@@ -1055,8 +1135,8 @@ def _memory_errors(
         q8 = _quant_for(ctx.arch, "fp8")
         ctx_q = _replace_ctx(ctx, quant=q8)
         for t in [best.tp] + [x for x in tps if x > best.tp]:
-            e4 = evaluate(ctx_q, t, best.pp, gmu, mnbt, seqs, want_len)
-            if _ok(e4):
+            e4 = quick(ctx_q, t, best.pp, gmu, mnbt, seqs)
+            if e4 is not None and _ok(e4):
                 extra = "" if t == best.tp else f" and tensor_parallel_size {t}"
                 fixes.append(
                     f"set quantization fp8{extra} (weights ~{_fmt_gib(e4.stage.mem.weights)} GiB per GPU)"
@@ -1065,9 +1145,7 @@ def _memory_errors(
                 break
     # fix: fp8 KV cache
     if weights_ok and ctx.kv_bytes > 1:
-        e5 = evaluate(
-            _replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1), best.tp, best.pp, gmu, mnbt, seqs, want_len
-        )
+        e5 = quick(_replace_ctx(ctx, kv_dtype="fp8", kv_bytes=1), best.tp, best.pp, gmu, mnbt, seqs)
         if _ok(e5):
             fixes.append("set kv_cache_dtype fp8" + _cap(e5))
     # fix: higher gpu_memory_utilization
@@ -1081,11 +1159,11 @@ def _memory_errors(
         )
         cur = gmu if gmu is not None else vinfo.gmu_default
         if max_gmu > cur + 0.005:
-            e6 = evaluate(ctx, best.tp, best.pp, max_gmu, mnbt, seqs, want_len)
+            e6 = quick(ctx, best.tp, best.pp, max_gmu, mnbt, seqs)
             if _ok(e6):
                 fixes.append(f"set gpu_memory_utilization {max_gmu:.2f}" + _cap(e6))
     elif gmu is not None and gmu < 1.0:
-        e6 = evaluate(ctx, best.tp, best.pp, None, mnbt, seqs, want_len)
+        e6 = quick(ctx, best.tp, best.pp, None, mnbt, seqs)
         if _ok(e6):
             fixes.append(
                 "leave gpu_memory_utilization unset (the extensible KV cache then takes all free memory)"
@@ -1097,7 +1175,7 @@ def _memory_errors(
         and (vinfo.cudagraph_in_budget or vinfo.extensible)
         and mem.cuda_graphs > 256 * MIB
     ):
-        e7 = evaluate(_replace_ctx(ctx, enforce_eager=True), best.tp, best.pp, gmu, mnbt, seqs, want_len)
+        e7 = quick(_replace_ctx(ctx, enforce_eager=True), best.tp, best.pp, gmu, mnbt, seqs)
         if _ok(e7):
             fixes.append(
                 f"set enforce_eager true (frees ~{_fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower "
@@ -1106,7 +1184,7 @@ def _memory_errors(
     # fix: smaller profiling batch
     if mnbt > 2048 or seqs > 256:
         small_mnbt, small_seqs = min(mnbt, 2048), min(seqs, 256)
-        e8 = evaluate(ctx, best.tp, best.pp, gmu, small_mnbt, small_seqs, want_len)
+        e8 = quick(ctx, best.tp, best.pp, gmu, small_mnbt, small_seqs)
         if _ok(e8):
             fixes.append(
                 f"set max_num_batched_tokens {small_mnbt} and max_num_seqs {small_seqs} (activation peak "

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .config import ModelArch
@@ -63,6 +64,7 @@ def pad_vocab(vocab: int, pad: int = 64) -> int:
     return ((vocab + pad - 1) // pad) * pad
 
 
+@lru_cache(maxsize=1024)
 def get_pp_indices(num_layers: int, pp_rank: int, pp_size: int) -> tuple[int, int]:
     """vLLM's default split: floor(L/pp) each; the remainder goes one each to stages -2, -3, ..."""
     per = num_layers // pp_size
