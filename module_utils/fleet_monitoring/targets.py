@@ -20,12 +20,19 @@ class TargetError(ValueError):
 def host_address(host: str, hostvars: Mapping[str, Any], address_var: str) -> str:
     """The address Prometheus uses to reach ``host``.
 
-    ``address_var`` (for example ``vllm_fleet_internal_address``) wins, then
-    ``ansible_host``, then the inventory name itself.
+    ``address_var`` (for example ``vllm_fleet_internal_address``) wins, then the
+    host's gathered ``ansible_facts.default_ipv4.address`` (the address vLLM listens
+    on by default), then ``ansible_host``, then the inventory name itself.
     """
     hvars = hostvars.get(host) or {}
-    for key in (address_var, "ansible_host"):
-        value = hvars.get(key) if key else None
+    facts = hvars.get("ansible_facts") or {}
+    ipv4 = facts.get("default_ipv4") if isinstance(facts, Mapping) else None
+    candidates = (
+        hvars.get(address_var) if address_var else None,
+        ipv4.get("address") if isinstance(ipv4, Mapping) else None,
+        hvars.get("ansible_host"),
+    )
+    for value in candidates:
         if value not in (None, ""):
             return str(value)
     return host

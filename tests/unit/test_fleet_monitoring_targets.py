@@ -28,7 +28,12 @@ HOSTVARS = {
         "vllm_server_image": "registry.local:5000/vllm@sha256:0123456789abcdef0123",
         "vllm_server_models": [{"name": "tiny", "port": 8000, "image": "vllm/vllm-openai:v0.12.0"}],
     },
-    "gpu3": {"group_names": ["gpu_nodes"], "vllm_fleet_gpu_group": "spare"},
+    "gpu3": {
+        "ansible_host": "gpu3.example",
+        "ansible_facts": {"default_ipv4": {"address": "10.1.0.3"}},
+        "group_names": ["gpu_nodes"],
+        "vllm_fleet_gpu_group": "spare",
+    },
     "gw": {"group_names": ["gateways"]},
 }
 
@@ -69,6 +74,8 @@ def test_gpu_group(host, expected):
         ("gpu2", "vllm_fleet_internal_address", "192.168.10.2"),
         ("gpu2", "", "10.0.0.2"),
         ("gw", "vllm_fleet_internal_address", "gw"),
+        ("gpu3", "vllm_fleet_internal_address", "10.1.0.3"),  # gathered default IPv4 before ansible_host
+        ("gpu3", "", "10.1.0.3"),
         ("unknown-host", "vllm_fleet_internal_address", "unknown-host"),
     ],
 )
@@ -98,7 +105,7 @@ def test_vllm_targets_fallback_models_for_hosts_without_models():
     configs = targets.vllm_targets(["gpu3"], HOSTVARS, GROUPS, fallback_models=[{"name": "m", "port": 9000}])
     assert configs == [
         {
-            "targets": ["gpu3:9000"],
+            "targets": ["10.1.0.3:9000"],
             "labels": {"host": "gpu3", "model": "m", "gpu_group": "spare", "version": "unknown"},
         }
     ]
