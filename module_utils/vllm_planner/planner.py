@@ -484,7 +484,7 @@ def plan(
                     f"{g.compute_capability}) has no bfloat16: vLLM falls back to float16, which "
                     "can overflow on some models; set dtype explicitly to confirm"
                 )
-        elif ckpt_dtype == "float32":
+        elif ckpt_dtype == "float32" and arch.config_dtype is not None:
             warnings.append(f"checkpoint is float32: vLLM loads it as {dtype} (weights halve)")
     d = DTYPE_BYTES[dtype]
 
@@ -519,7 +519,8 @@ def plan(
     kvb = 1 if kv_eff.startswith("fp8") else kv_dtype_bytes(kv_eff if kv_eff != dtype else "auto", d)
 
     # ---- weights from checkpoint metadata -------------------------------------------------------
-    ckpt_d = DTYPE_BYTES.get(ckpt_dtype, 2)
+    # A config without a dtype says nothing about the tensors; released checkpoints are 16-bit.
+    ckpt_d = DTYPE_BYTES.get(ckpt_dtype, 2) if arch.config_dtype is not None else 2
     ckpt_quant = _quant_for(arch, None) if quant.online else quant
     scale, tower_override, w_source = _weight_scale(
         arch, ckpt_quant, ckpt_d, d, quant, safetensors_index, weights_bytes, warnings

@@ -139,3 +139,15 @@ def test_safetensors_headers_give_exact_bytes() -> None:
     result = plan(cfg, H200, safetensors_index=headers, options={"max_model_len": 8192})
     assert result["weights_source"] == "safetensors headers"
     assert result["per_gpu"]["weights_bytes"] > 0
+
+
+def test_config_without_dtype_is_planned_as_16_bit() -> None:
+    """gpt-oss configs carry no torch_dtype: vLLM resolves float32 to bfloat16, the tensors are 16-bit."""
+    cfg = config("openai__gpt-oss-120b")
+    assert "torch_dtype" not in cfg and "dtype" not in cfg
+    index = {"metadata": {"total_size": 65_248_815_744}}
+    result = plan(cfg, gpu(H100, count=8), safetensors_index=index, options={"max_model_len": 8192})
+    assert result["dtype"] == "bfloat16"
+    assert not any(
+        "float32" in w or "differs from the config-based estimate" in w for w in result["warnings"]
+    )
