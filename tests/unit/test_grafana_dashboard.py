@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,3 +168,45 @@ def test_alert_rule_metrics_exist():
 )  # fmt: skip
 def test_metric_names_parser(expr, expected):
     assert metric_names(expr) == expected
+
+
+@pytest.fixture(scope="module")
+def provisioning(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """The grafana role's provisioning templates rendered by Ansible (inventory with a monitoring host)."""
+    out = tmp_path_factory.mktemp("grafana")
+    inventory = out / "inventory.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {"localhost": {}},
+                    "children": {
+                        "monitoring": {"hosts": {"mon1": {"vllm_fleet_internal_address": "10.0.0.9"}}}
+                    },
+                }
+            }
+        )
+    )
+    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    result = subprocess.run(
+        [playbook, "-i", str(inventory), "-l", "localhost", str(ROOT / "tests" / "grafana" / "render.yml"),
+         "-e", f"render_out={out}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {name: yaml.safe_load((out / f"{name}.yml").read_text()) for name in ("datasources", "dashboards")}
+
+
+def test_datasource_points_at_the_fleet_prometheus(provisioning, dashboard):
+    (source,) = provisioning["datasources"]["datasources"]
+    assert source["type"] == "prometheus"
+    assert source["url"] == "http://10.0.0.9:9090"  # first monitoring host, its internal address
+    variable = next(v for v in dashboard["templating"]["list"] if v["name"] == "datasource")
+    assert variable["current"]["value"] == source["uid"]
+
+
+def test_dashboard_provider_reads_the_installed_directory(provisioning):
+    defaults = yaml.safe_load((ROOT / "roles" / "grafana" / "defaults" / "main.yml").read_text())
+    (provider,) = provisioning["dashboards"]["providers"]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"] == defaults["grafana_dashboards_dir"]
