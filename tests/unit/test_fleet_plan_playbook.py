@@ -1,0 +1,79 @@
+"""playbooks/plan.yml on the example inventory: its JSON equals bin/vllm-fleet-plan's for the same inputs.
+
+The example hosts do not exist: tests/lab/plan-example gives each GPU group the facts of a captured GPU
+profile (nvidia_gpu_facts against the nvidia-smi stand-in) in a private fact cache, and plan.yml plans
+from that cache. Every entry's recorded command line is then run and its JSON compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan-example")
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
+    proc = subprocess.run(
+        [
+            str(ROOT / "tests" / "lab" / "plan-example"),
+            str(out),
+            "h100_nodes=h100x8",
+            "rtx4090_nodes=rtx4090x8",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc.stdout
+
+
+def test_plan_playbook_prints_the_table_without_contacting_hosts(example_run):
+    _, stdout = example_run
+    recap = [line for line in stdout.splitlines() if re.match(r"^\S+\s+: ok=", line)]
+    assert recap and all("unreachable=0" in line and "failed=0" in line for line in recap)
+    assert all(" changed=0" in line for line in recap if not line.startswith("localhost"))
+    table = stdout[stdout.index("Plan per GPU group and model") :]
+    for group, model, gpus in [
+        ("rtx4090_nodes", "llama-3.1-70b-instruct-fp8", "8x NVIDIA GeForce RTX 4090 (24 GiB)"),
+        ("h100_nodes", "llama-3.1-70b-instruct", "8x NVIDIA H100 80GB HBM3 (80 GiB)"),
+    ]:
+        row = next(line for line in table.splitlines() if line.split()[:2] == [group, model])
+        assert gpus in row and row.rstrip().endswith("ok")
+
+
+def test_plan_json_equals_the_planner_command(example_run):
+    out, _ = example_run
+    report = json.loads((out / "plan.json").read_text())
+    planned = [e for e in report["entries"] if e["plan"]]
+    assert len(planned) == 5  # the a100_nodes entries have no hosts in the example inventory
+    assert {e["error"] for e in report["entries"] if not e["plan"]} == {
+        "group a100_nodes has no hosts in this inventory (GPU groups: h100_nodes, rtx4090_nodes): fix "
+        f"fleet_plan_models[{name}].group"
+        for name in ("qwen3-30b-a3b-fp8", "llama-3.1-70b-instruct")
+    }
+    for entry in planned:
+        assert entry["facts_source"] == "cache"
+        proc = subprocess.run(entry["command"], cwd=ROOT, capture_output=True, text=True, check=False)
+        assert proc.returncode == (0 if entry["plan"]["feasible"] else 2), proc.stderr
+        assert json.loads(proc.stdout) == entry["plan"], (entry["group"], entry["model"])
+    fp8 = next(e for e in planned if e["model"] == "llama-3.1-70b-instruct-fp8")
+    assert fp8["plan"]["tensor_parallel_size"] > 1  # 70B at FP8 does not fit one 24 GiB card
