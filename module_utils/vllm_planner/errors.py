@@ -132,6 +132,14 @@ def kv_too_small(
     return head + hint + (_DOCS_LINK if link or variant != "early" else "")
 
 
+def v0_kv_too_small(max_len: int, tokens: int) -> str:
+    return (
+        f"The model's max seq len ({max_len}) is larger than the maximum number of tokens that can be "
+        f"stored in KV cache ({tokens}). Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine."
+    )
+
+
 def quant_mismatch(ckpt: str, arg: str) -> str:
     return (
         f"Quantization method specified in the model config ({ckpt}) does not match the quantization "

@@ -1062,16 +1062,19 @@ def _memory_errors(
         needed = s.layout.needed_bytes(want_len, mnbt * ctx.inflight_mult(e.pp), ctx.mamba_blocks)
         est = max(e.l_fit, 0)
         gmu_shown = gmu if gmu is not None else (None if vinfo.extensible else vinfo.gmu_default)
-        msg = E.kv_too_small(
-            vinfo.kv_error_variant,
-            vinfo.kv_error_link,
-            want_len,
-            needed,
-            max(s.budget, 0),
-            est,
-            extensible=vinfo.extensible,
-            gmu=gmu_shown if user_gmu is not None else None,
-        )
+        if vinfo.version < (0, 8):  # the V0 engine (default before 0.8) words it by token count
+            msg = E.v0_kv_too_small(want_len, s.num_blocks * s.layout.block_size)
+        else:
+            msg = E.kv_too_small(
+                vinfo.kv_error_variant,
+                vinfo.kv_error_link,
+                want_len,
+                needed,
+                max(s.budget, 0),
+                est,
+                extensible=vinfo.extensible,
+                gmu=gmu_shown if user_gmu is not None else None,
+            )
         lines.append(msg)
         if est >= 1:
             fixes.append(f"set {length_var} <= {est}")

@@ -256,3 +256,16 @@ def test_version_older_than_modelled_warns() -> None:
     result = plan(config("Qwen__Qwen3-0.6B"), H200, options={"vllm_version": "0.5.4"})
     assert result["vllm_family"] == "V1-early"
     assert any("predates the V1 engine" in w for w in result["warnings"])
+
+
+def test_v0_engine_releases_use_the_v0_error_text() -> None:
+    result = plan(
+        config("meta-llama__Meta-Llama-3.1-8B"),
+        RTX4090,
+        options={"vllm_version": "0.6.4", "max_model_len": 131072},
+    )
+    err = result["errors"][0]
+    assert err.startswith(
+        "max_model_len: The model's max seq len (131072) is larger than the maximum number of "
+        "tokens that can be stored in KV cache ("
+    )
