@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="JSON file: {root, models: [...], ...} ('-' = stdin)")
     parser.add_argument("--check", action="store_true", help="report what would change; fetch nothing")
     parser.add_argument("--timeout", type=float, default=600.0, help="wait mode: seconds to wait")
-    parser.add_argument("--tokens", help="root-only JSON file with the hub tokens (never on the command line)")
+    parser.add_argument("--tokens", help="root-only JSON file with the hub tokens")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
