@@ -689,6 +689,33 @@ def plan(
     ]
     if user_tp is None and not combos_multi and len(pps) > 1:
         combos_multi = [(max(tps), p) for p in pps if p > 1]
+    if user_pp is not None and user_pp > 1:
+        # An explicit pipeline: every TP that fits the GPUs (within a node, or one stage per node).
+        combos_multi = [(t, user_pp) for t in tps if t <= g.count and t * user_pp <= g.count * g.nodes]
+        if not combos_multi:
+            errors.append(
+                f"pipeline_parallel_size: {user_pp} stages need at least {user_pp} GPUs; this host offers "
+                f"{g.count * g.nodes}. Fix: lower pipeline_parallel_size or add nodes."
+            )
+            return _result(
+                False,
+                errors,
+                warnings,
+                ctx,
+                None,
+                user_tp or 1,
+                user_pp,
+                gmu,
+                want_len,
+                seqs0,
+                mnbt,
+                dtype,
+                kv_eff,
+                name,
+                options,
+                w_source,
+                user_gmu,
+            )
 
     expected = target_len if target_len is not None else min(want_len, EXPECTED_CONTEXT[workload])
     evals: dict[tuple[int, int], Evaluation] = {}
@@ -795,11 +822,15 @@ def plan(
         seqs = user_seqs
     else:
         seqs = _pick_seqs(ctx, chosen, mnbt, expected, cls_seqs, target_conc)
+        if user_mnbt:
+            seqs = min(seqs, user_mnbt)  # vLLM requires max_num_batched_tokens >= max_num_seqs
     if not user_mnbt:
         mnbt = max(mnbt, seqs)
     final = evaluate(ctx, tp, pp, gmu, mnbt, seqs, max_len)
     if final.l_fit < max_len:
-        if user_len is not None:
+        too_small = not final.weights_fit or final.l_fit < min(max_len, MIN_USEFUL_CONTEXT)
+        if user_len is not None or too_small:
+            seq_var = "target_concurrency" if target_conc is not None and not user_seqs else "max_num_seqs"
             errors.extend(
                 _memory_errors(
                     ctx,
@@ -815,6 +846,7 @@ def plan(
                     target_len,
                     tps,
                     combos_multi,
+                    seq_var=seq_var,
                 )
             )
             return _result(
@@ -1031,6 +1063,7 @@ def _memory_errors(
     target_len: int | None,
     tps: list[int],
     combos_multi: list[tuple[int, int]],
+    seq_var: str = "max_num_seqs",
 ) -> list[str]:
     """Explain why nothing fits, with concrete fixes (each names the variable to change)."""
     g, vinfo = ctx.gpu, ctx.vinfo
@@ -1194,7 +1227,12 @@ def _memory_errors(
                 f"set max_num_batched_tokens {small_mnbt} and max_num_seqs {small_seqs} (activation peak "
                 f"{_fmt_gib(mem.activation)} -> {_fmt_gib(e8.stage.mem.activation)} GiB)" + _cap(e8)
             )
-    variable = length_var if weights_ok else "tensor_parallel_size"
+    if weights_ok:
+        variable = length_var
+    elif mem.activation > mem.weights:
+        variable = seq_var  # the profiling batch, not the model, fills the GPU
+    else:
+        variable = "tensor_parallel_size"
     text = " ".join(lines)
     return [f"{variable}: {text} Fix: {'; or '.join(dict.fromkeys(fixes)) or 'use GPUs with more memory'}."]
 

@@ -269,3 +269,24 @@ def test_v0_engine_releases_use_the_v0_error_text() -> None:
         "max_model_len: The model's max seq len (131072) is larger than the maximum number of "
         "tokens that can be stored in KV cache ("
     )
+
+
+def test_explicit_pipeline_within_one_node() -> None:
+    result = plan(config("Qwen__Qwen2.5-1.5B"), gpu(RTX4090, count=2), options={"pipeline_parallel_size": 2})
+    assert result["feasible"] and (result["tensor_parallel_size"], result["pipeline_parallel_size"]) == (1, 2)
+
+
+def test_chosen_max_num_seqs_respects_user_batched_tokens() -> None:
+    result = plan(config("Qwen__Qwen3-0.6B"), H100, options={"max_num_batched_tokens": 64})
+    assert result["feasible"] and result["max_num_seqs"] <= 64
+
+
+def test_oversized_concurrency_target_names_the_variable() -> None:
+    result = plan(
+        config("Qwen__Qwen2.5-7B"),
+        RTX4090,
+        options={"target_concurrency": 4096, "quantization": "bitsandbytes"},
+    )
+    assert not result["feasible"]
+    assert result["errors"][0].startswith("target_concurrency: ")
+    assert "set max_num_batched_tokens 2048 and max_num_seqs 256" in result["errors"][0]
