@@ -285,7 +285,7 @@ def test_oversized_concurrency_target_names_the_variable() -> None:
     result = plan(
         config("Qwen__Qwen2.5-7B"),
         RTX4090,
-        options={"target_concurrency": 4096, "quantization": "bitsandbytes"},
+        options={"target_concurrency": 4096, "quantization": "bitsandbytes", "vllm_version": "0.10.1"},
     )
     assert not result["feasible"]
     assert result["errors"][0].startswith("target_concurrency: ")
