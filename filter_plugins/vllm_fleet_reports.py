@@ -4,6 +4,8 @@ vllm_fleet_plan_entries(models, gpu_groups, hostvars, settings)  (group, model) 
 vllm_fleet_plan_attach(entries, files, facts, deployed, source)  entries with metadata, facts and deployments
 vllm_fleet_plan_report(entries)                        plans for (group, model) entries, plan vs actual
 vllm_fleet_plan_table(report)                          the plan report as text tables
+vllm_fleet_doctor_targets(host_vars)                   what to probe on a host, and its record skeleton
+vllm_fleet_doctor_hub_requests(records, endpoint)      the Hugging Face access checks to make
 vllm_fleet_doctor(records, settings, hub)              doctor results for the host records
 vllm_fleet_doctor_hub(checks, offline, declared)       results of the Hugging Face access probes
 vllm_fleet_doctor_table(results)                       the doctor results as a table with fixes
@@ -112,6 +114,19 @@ def vllm_fleet_doctor(records: Any, settings: Any = None, hub: Any = None) -> li
         raise AnsibleFilterError(f"vllm_fleet_doctor: {exc}") from exc
 
 
+def vllm_fleet_doctor_targets(host_vars: Any) -> dict[str, Any]:
+    """What to probe on a host; see vllm_fleet_doctor_targets.yml."""
+    try:
+        return doctor.targets(dict(host_vars))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_doctor_targets: {exc}") from exc
+
+
+def vllm_fleet_doctor_hub_requests(records: Any, endpoint: Any = "") -> list[dict[str, Any]]:
+    """The hub access checks to make; see vllm_fleet_doctor_hub_requests.yml."""
+    return doctor.hub_requests(list(records or []), str(endpoint or ""))
+
+
 def vllm_fleet_doctor_hub(checks: Any, offline: Any = False, declared: Any = 0) -> list[dict[str, Any]]:
     """Hugging Face access results; see vllm_fleet_doctor_hub.yml."""
     return doctor.hub_results(list(checks or []), bool(offline), int(declared or 0))
@@ -148,6 +163,8 @@ class FilterModule:
             "vllm_fleet_plan_attach": vllm_fleet_plan_attach,
             "vllm_fleet_plan_report": vllm_fleet_plan_report,
             "vllm_fleet_plan_table": vllm_fleet_plan_table,
+            "vllm_fleet_doctor_targets": vllm_fleet_doctor_targets,
+            "vllm_fleet_doctor_hub_requests": vllm_fleet_doctor_hub_requests,
             "vllm_fleet_doctor": vllm_fleet_doctor,
             "vllm_fleet_doctor_hub": vllm_fleet_doctor_hub,
             "vllm_fleet_doctor_table": vllm_fleet_doctor_table,

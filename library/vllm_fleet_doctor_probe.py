@@ -76,6 +76,11 @@ options:
     description: Prefix of the labels the vllm_server role puts on its containers.
     type: str
     default: io.vllm-fleet
+  controller_time:
+    description:
+      - The control node's clock (epoch seconds) when the task was sent; returned with the host's clock,
+        read first thing, to measure the skew between them.
+    type: float
 attributes:
   check_mode:
     support: full
@@ -333,6 +338,7 @@ def main() -> None:
             "images": {"type": "list", "elements": "str", "default": []},
             "nvidia_smi": {"type": "bool", "default": True},
             "label_prefix": {"type": "str", "default": "io.vllm-fleet"},
+            "controller_time": {"type": "float"},
         },
         supports_check_mode=True,
     )
@@ -340,6 +346,7 @@ def main() -> None:
     errors: list[str] = []
     probe: dict[str, Any] = {}
     probe["time"] = clock(module)
+    probe["time"]["controller_time"] = p["controller_time"]
     probe["disks"] = {}
     for path in list(dict.fromkeys(list(p["paths"]) + ["/dev/shm"])):
         try:

@@ -14,7 +14,7 @@ weights), ``probe`` (the ``vllm_fleet_doctor_probe`` result), ``gpu`` (the
 ``storage_root``, ``extra_ports`` (``[{port, owner}]``), ``image`` (the vLLM image),
 ``image_cuda`` (declared CUDA version of the image), ``gpu_requests`` (bool),
 ``plan_options``, ``vllm_version``, ``deployed`` (the ``vllm_fleet`` local fact),
-``controller_time`` (epoch seconds on the control node when the probe was sent).
+``settings`` (the host's thresholds, winning over the fleet-wide ones).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "max_clock_skew_s": 5.0,
     "label_prefix": "io.vllm-fleet",
     "container_scope": "all",  # all | labelled
+    "model_sizes": {},
 }
 
 # Planner hook: (config, gpu_facts, options) -> plan dict. Injected so this module stays pure.
@@ -153,9 +154,12 @@ def _plan_for(
     config, gpu = info.get("config"), rec.get("gpu")
     if planner is None or not config or not (gpu or {}).get("present"):
         overrides = model.get("overrides") or {}
-        if overrides.get("tensor_parallel_size"):
-            return {"tensor_parallel_size": int(overrides["tensor_parallel_size"])}, "overrides"
-        return None, ""
+        given = {
+            k: int(overrides[k])
+            for k in ("tensor_parallel_size", "pipeline_parallel_size")
+            if overrides.get(k)
+        }
+        return (given, "overrides") if given else (None, "")
     options = dict(rec.get("plan_options") or {})
     options.update(model.get("overrides") or {})
     if rec.get("vllm_version") and "vllm_version" not in options:
@@ -254,7 +258,11 @@ def check_shm(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict[
     min_bytes = int(settings["min_shm_mib"]) * MIB
     results = []
     host_shm = (probe.get("disks") or {}).get("/dev/shm") or {}
-    for container in _vllm_containers(rec, settings):
+    containers = _vllm_containers(rec, settings)
+    if not containers and rec.get("gpu_node"):
+        scope = " of this host (labelled)" if settings["container_scope"] == "labelled" else ""
+        results.append(result("shm_ipc", host, "containers", PASS, f"no vLLM container{scope} is running"))
+    for container in containers:
         name = container.get("name")
         model = (container.get("labels") or {}).get(settings["label_prefix"] + ".model")
         subject = f"container {name}" + (f" (model {model})" if model else "")
@@ -807,10 +815,10 @@ def check_time(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict
     host, probe = rec["host"], rec.get("probe") or {}
     clock = probe.get("time") or {}
     results = []
-    now, sent = clock.get("epoch"), rec.get("controller_time")
+    now, sent = clock.get("epoch"), clock.get("controller_time", rec.get("controller_time"))
     limit = float(settings["max_clock_skew_s"])
     if now is not None and sent not in (None, ""):
-        skew = float(now) - float(sent) - float(clock.get("probe_start_s") or 0)
+        skew = float(now) - float(sent)
         detail = f"{skew:+.1f} s against the control node"
         if abs(skew) <= limit:
             results.append(result("clock_skew", host, "clock", PASS, detail))
@@ -891,10 +899,13 @@ def evaluate(
     planner: Planner | None = None,
     cuda_check: Callable[..., Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every check over every host record, then the hub results."""
-    merged = {**DEFAULT_SETTINGS, **(settings or {})}
+    """Every check over every host record, then the hub results.
+
+    A record's own ``settings`` (the host's fleet_doctor_* variables) win over ``settings``.
+    """
     out: list[dict[str, Any]] = []
     for rec in records:
+        merged = {**DEFAULT_SETTINGS, **(settings or {}), **(rec.get("settings") or {})}
         if not rec.get("probe"):
             out.append(
                 result(
@@ -946,3 +957,96 @@ def render(results: list[Mapping[str, Any]]) -> str:
     out.append("")
     out.append(f"{s[FAIL]} failed, {s[WARN]} warnings, {s[PASS]} passed, {s[SKIP]} skipped")
     return "\n".join(out)
+
+
+def targets(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """What to probe on one host and the skeleton of its record, from the host's variables.
+
+    ``host_vars``: ``host``, ``gpu_node``, ``writer``, ``storage_root``, ``served``
+    (vllm_server_models), ``weights_models`` (model_weights_models), ``extra_ports``,
+    ``gateway`` (``{http_port, https_port, tls}`` on gateways, else None), ``image``,
+    ``image_cuda``, ``gpu_requests``, ``plan_options``, ``vllm_version``.
+    Returns the record (without ``probe``/``gpu``/``deployed``) and ``probe_args``.
+    """
+    gpu_node, writer = bool(host_vars.get("gpu_node")), bool(host_vars.get("writer"))
+    root = str(host_vars.get("storage_root") or "/srv/models").rstrip("/") or "/"
+    served = [dict(m) for m in host_vars.get("served") or [] if gpu_node]
+    stored = []
+    if writer:
+        for model in host_vars.get("weights_models") or []:
+            repo = model.get("repo_id") or f"local/{model.get('name')}"
+            stored.append(
+                {
+                    "name": model.get("name"),
+                    "repo_id": repo,
+                    "revision": model.get("revision") or "main",
+                    "source": model.get("source") or "huggingface",
+                    "endpoint": model.get("endpoint"),
+                }
+            )
+    extra = [dict(p) for p in host_vars.get("extra_ports") or []]
+    gateway = host_vars.get("gateway")
+    if gateway:
+        if int(gateway.get("http_port") or 0) > 0:
+            extra.append(
+                {"port": int(gateway["http_port"]), "owner": "gateway_http_port", "process": "nginx"}
+            )
+        if gateway.get("tls"):
+            extra.append(
+                {
+                    "port": int(gateway.get("https_port") or 443),
+                    "owner": "gateway_https_port",
+                    "process": "nginx",
+                }
+            )
+    model_dirs = [
+        {"name": m["name"], "base": f"{root}/{m['repo_id']}", "revision": m["revision"]} for m in stored
+    ]
+    model_dirs += [{"name": m.get("name"), "path": m.get("path")} for m in served if m.get("path")]
+    ports = sorted(
+        {int(m["port"]) for m in served if m.get("port") not in (None, "")} | {int(p["port"]) for p in extra}
+    )
+    record = {
+        "host": host_vars.get("host"),
+        "gpu_node": gpu_node,
+        "writer": writer,
+        "storage_root": root,
+        "served": served,
+        "stored": stored,
+        "extra_ports": extra,
+        "image": host_vars.get("image") if gpu_node else None,
+        "image_cuda": host_vars.get("image_cuda") or None,
+        "gpu_requests": host_vars.get("gpu_requests"),
+        "plan_options": dict(host_vars.get("plan_options") or {}),
+        "vllm_version": host_vars.get("vllm_version"),
+        "settings": dict(host_vars.get("settings") or {}),
+    }
+    record["probe_args"] = {
+        "paths": [root] if (gpu_node or writer) else [],
+        "model_dirs": model_dirs,
+        "ports": ports,
+        "images": [record["image"]] if record["image"] else [],
+        "nvidia_smi": gpu_node,
+    }
+    return record
+
+
+def hub_requests(records: Iterable[Mapping[str, Any]], endpoint: str) -> list[dict[str, Any]]:
+    """One access check per hub model stored by a writer host: the URL to HEAD and from which host."""
+    out = []
+    for rec in records:
+        for model in rec.get("stored") or []:
+            if model.get("source") not in ("huggingface", "hf"):
+                continue
+            base = (model.get("endpoint") or endpoint or "https://huggingface.co").rstrip("/")
+            out.append(
+                {
+                    "name": model["name"],
+                    "repo_id": model["repo_id"],
+                    "revision": model["revision"],
+                    "endpoint": base,
+                    "host": rec["host"],
+                    "url": f"{base}/{model['repo_id']}/resolve/{model['revision']}/config.json",
+                }
+            )
+    return out

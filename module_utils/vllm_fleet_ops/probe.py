@@ -33,7 +33,7 @@ def _hex_address(text: str) -> str:
     if len(text) == 8:
         return ".".join(str(int(text[i : i + 2], 16)) for i in (6, 4, 2, 0))
     words = [text[i : i + 8] for i in range(0, len(text), 8)]
-    raw = "".join("".join(w[j : j + 2] for j in (6, 4, 2, 0)) for w in words)
+    raw = "".join("".join(w[j : j + 2] for j in (6, 4, 2, 0)) for w in words).lower()
     groups = [raw[i : i + 4].lstrip("0") or "0" for i in range(0, len(raw), 4)]
     if groups[:5] == ["0"] * 5 and groups[5] == "ffff":
         tail = raw[24:]
