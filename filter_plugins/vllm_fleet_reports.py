@@ -11,6 +11,7 @@ vllm_fleet_doctor_hub(checks, offline, declared)       results of the Hugging Fa
 vllm_fleet_doctor_table(results)                       the doctor results as a table with fixes
 vllm_fleet_doctor_summary(results)                     counts per status and ok
 vllm_fleet_bench_progress(step, index, total, mode, elapsed, limit)  one progress line per sweep step
+vllm_fleet_bench_knee(steps, factor)                   the knee of the steps recorded so far
 """
 
 from __future__ import annotations
@@ -154,6 +155,15 @@ def vllm_fleet_bench_progress(step: Any, index: Any, total: Any, mode: Any, elap
         raise AnsibleFilterError(f"vllm_fleet_bench_progress: {exc}") from exc
 
 
+def vllm_fleet_bench_knee(steps: Any, factor: Any) -> dict[str, Any]:
+    """The knee of the recorded steps; see vllm_fleet_bench_knee.yml."""
+    try:
+        summaries = sorted((bench.summarize_step(s) for s in steps or []), key=lambda s: s["load"])
+        return bench.find_knee(summaries, float(factor))
+    except (bench.BenchError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_bench_knee: {exc}") from exc
+
+
 class FilterModule:
     """vllm-fleet operations reports."""
 
@@ -170,4 +180,5 @@ class FilterModule:
             "vllm_fleet_doctor_table": vllm_fleet_doctor_table,
             "vllm_fleet_doctor_summary": vllm_fleet_doctor_summary,
             "vllm_fleet_bench_progress": vllm_fleet_bench_progress,
+            "vllm_fleet_bench_knee": vllm_fleet_bench_knee,
         }

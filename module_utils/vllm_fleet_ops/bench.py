@@ -293,7 +293,7 @@ def knee_sentence(report: Mapping[str, Any]) -> str:
     if knee.get("exceeded_load") is not None:
         text += f" Next step ({_load_text(mode, knee['exceeded_load'])}): {knee['reason']}."
     else:
-        text += f" {knee['reason'].capitalize()}."
+        text += f" {knee['reason'][:1].upper()}{knee['reason'][1:]}."
     return text
 
 

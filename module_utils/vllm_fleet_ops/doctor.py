@@ -104,7 +104,8 @@ def check_disk(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict
         present = int(info.get("bytes_present") or 0)
         missing = max(0.0, factor * size - present)
         need += missing
-        parts.append(f"{name} {gib(size)} ({source}{', ' + gib(present) + ' present' if present else ''})")
+        shown = f", {gib(present)} present" if present >= GIB / 10 else ""
+        parts.append(f"{name} {gib(size)} ({source}{shown})")
     results = []
     free = int(disk.get("free_bytes") or 0)
     where = f"{root} (on {disk.get('mount') or disk.get('path')})"

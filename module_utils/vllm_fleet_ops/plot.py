@@ -114,6 +114,7 @@ def _panel(
     knee_load: float | None,
     hline: tuple[float, str] | None = None,
     allow_log: bool = True,
+    knee_label: str = "knee",
 ) -> dict[str, Any]:
     left, top, right, bottom = box
     values = [v for _, _, _, vals in series for v in vals if v is not None]
@@ -155,11 +156,16 @@ def _panel(
     if hline is not None:
         y = round(y_axis(hline[0]))
         canvas.line(left, y, right, y, RED, width=1, dash=(6, 4))
-        canvas.text(left + 8, y + 5, hline[1], RED, SCALE)
+        canvas.text(right - 6 - font5x7.text_width(hline[1], SCALE), y + 5, hline[1], RED, SCALE)
     if knee_load is not None:
         x = round(x_axis(knee_load))
         canvas.line(x, top, x, bottom, KNEE, width=2, dash=(8, 6))
-        canvas.text(x + 6, top + 6, "knee", KNEE, SCALE)
+        label_x = (
+            x + 6
+            if x + 6 + font5x7.text_width(knee_label, SCALE) < right
+            else x - 6 - font5x7.text_width(knee_label, SCALE)
+        )
+        canvas.text(label_x, bottom - 22, knee_label, KNEE, SCALE)
     # series
     shapes = ("circle", "square", "triangle", "diamond")
     for number, (_, color, _style, vals) in enumerate(series):
@@ -197,10 +203,24 @@ def render_chart_with_layout(report: Mapping[str, Any]) -> tuple[bytes, dict[str
         f"vllm bench serve: {settings.get('model', 'model')} via {settings.get('target', 'endpoint')}"
         f" ({len(steps)} steps)"
     )
-    canvas.text((WIDTH - font5x7.text_width(title, 3)) // 2, 14, title, BLACK, 3)
-    sub = "knee: " + (
-        f"{mode_label(mode)} {knee['load']}" if knee.get("index") is not None else "none (see report)"
-    )
+    scale = 3 if font5x7.text_width(title, 3) <= WIDTH - 20 else 2
+    while font5x7.text_width(title, scale) > WIDTH - 20:
+        title = title[:-4] + "..."
+    canvas.text((WIDTH - font5x7.text_width(title, scale)) // 2, 14, title, BLACK, scale)
+    factor = f"{knee.get('factor', 0):g}x"
+    if knee.get("index") is None:
+        sub, knee_label = "no knee: the first step did not complete cleanly (see the report)", "knee"
+    elif knee.get("exceeded_load") is None:
+        sub = (
+            f"no knee within the sweep: p99 TTFT stayed under {factor} the first step's up to {knee['load']}"
+        )
+        knee_label = "last step"
+    else:
+        sub = (
+            f"knee: {mode_label(mode)} {knee['load']} (p99 TTFT past {factor} the first step's at "
+            f"{knee['exceeded_load']})"
+        )
+        knee_label = "knee"
     canvas.text((WIDTH - font5x7.text_width(sub, SCALE)) // 2, 52, sub, GREY, SCALE)
     layout: dict[str, Any] = {"panels": {}}
     if not steps:
@@ -233,6 +253,7 @@ def render_chart_with_layout(report: Mapping[str, Any]) -> tuple[bytes, dict[str
         x_label,
         knee_load,
         hline,
+        knee_label=knee_label,
     )
     layout["panels"]["tpot"] = _panel(
         canvas,
@@ -243,6 +264,7 @@ def render_chart_with_layout(report: Mapping[str, Any]) -> tuple[bytes, dict[str
         [("p50", BLUE, "-", tpot("p50")), ("p90", ORANGE, "-", tpot("p90")), ("p99", RED, "-", tpot("p99"))],
         x_label,
         knee_load,
+        knee_label=knee_label,
     )
     layout["panels"]["throughput"] = _panel(
         canvas,
@@ -254,5 +276,6 @@ def render_chart_with_layout(report: Mapping[str, Any]) -> tuple[bytes, dict[str
         x_label,
         knee_load,
         allow_log=False,
+        knee_label=knee_label,
     )
     return canvas.to_png(), layout

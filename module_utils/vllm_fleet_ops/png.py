@@ -38,9 +38,9 @@ class Canvas:
 
     def fill_rect(self, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
         """Fill the rectangle with corners (x0, y0) and (x1, y1), both inclusive."""
-        xa, xb = sorted((max(0, min(x0, x1)), min(self.width - 1, max(x0, x1))))
+        xa, xb = max(0, min(x0, x1)), min(self.width - 1, max(x0, x1))
         ya, yb = max(0, min(y0, y1)), min(self.height - 1, max(y0, y1))
-        if xa > xb:
+        if xa > xb or ya > yb:
             return
         span = bytes(color) * (xb - xa + 1)
         for y in range(ya, yb + 1):

@@ -331,3 +331,51 @@ def test_report_command_refuses_bad_input(tmp_path):
     )
     assert proc.returncode == 1
     assert "expected an object with a 'steps' list" in proc.stderr
+
+
+# --- a sweep recorded by playbooks/bench.yml ------------------------------------------------------
+
+
+def test_report_of_a_sweep_recorded_by_the_playbook(tmp_path):
+    run = json.loads((ROOT / "tests/data/vllm-bench/cpu-tiny-playbook/run.json").read_text())
+    assert run["settings"]["mode"] == "concurrency" and run["settings"]["knee_factor"] == 3.0
+    report = bench.build_report(run["steps"], run["settings"])
+    assert [(s["load"], s["status"]) for s in report["steps"]] == [
+        (1, "ok"),
+        (4, "ok"),
+        (16, "ok"),
+        (64, "ok"),
+    ]
+    assert report["knee"]["load"] == 64 and report["knee"]["exceeded_load"] is None
+    sentence = bench.knee_sentence(report)
+    assert sentence.endswith(
+        "P99 TTFT stayed within the threshold over the whole sweep: the knee is beyond it."
+    )
+    data, layout = plot.render_chart_with_layout(report)
+    _, _, rows = png.decode_png(data)
+    ttft = layout["panels"]["ttft"]
+    x = ttft["x_axis"](64)
+    assert _near(rows, x, ttft["y_axis"](report["steps"][-1]["ttft_ms"]["p99"]), plot.RED)
+
+
+def test_chart_stays_inside_the_canvas_with_a_long_title():
+    settings = {
+        "mode": "request_rate",
+        "knee_factor": 2,
+        "model": "m" * 200,
+        "target": "https://" + "x" * 300,
+    }
+    report = bench.build_report(recorded("rate"), settings)
+    width, height, rows = png.decode_png(plot.render_chart(report))
+    assert (width, height) == (plot.WIDTH, plot.HEIGHT)
+    assert all(len(r) == width * 3 for r in rows)
+
+
+def test_canvas_clips_shapes_beyond_its_edges():
+    canvas = png.Canvas(10, 10)
+    canvas.fill_rect(20, 2, 30, 4, png.BLACK)  # entirely right of the canvas
+    canvas.fill_rect(-5, -5, 1, 1, png.BLACK)  # partly outside
+    canvas.text(8, 8, "WIDE TEXT", png.BLACK, 3)
+    width, height, rows = png.decode_png(canvas.to_png())
+    assert (width, height) == (10, 10)
+    assert rows[0][:6] == bytes(6) and rows[3][27:30] == bytes((255, 255, 255))

@@ -90,7 +90,7 @@ def test_doctor_fails_after_running_every_check(doctor):
 def test_too_little_disk_for_the_declared_model(doctor):
     _, out, report = doctor
     hit = find(report, "disk_space", "fail", "/srv/models")
-    assert "huge-model 45474.7 GiB (safetensors index)" in hit["detail"]
+    assert "huge-model 46566.1 GiB (safetensors index)" in hit["detail"]
     assert "point model_weights_root at a larger volume" in hit["fix"]
     assert f"fix: {hit['fix']}" in out
 
@@ -118,7 +118,7 @@ def test_gated_repo_the_token_cannot_read(doctor):
     hit = find(report, "hf_access", "fail", "vf-ops/gated-model@main")
     assert "HTTP 403 with the token" in hit["detail"]
     assert "accept the model's licence at http://127.0.0.1:8990/vf-ops/gated-model" in hit["fix"]
-    assert find(report, "hf_access", "pass", "vf-ops/huge-model@rev1")["detail"] == "HTTP 200 with the token"
+    assert find(report, "hf_access", "pass", "vf-ops/huge-model@main")["detail"] == "HTTP 200 with the token"
     assert "vf-ops-not-granted" not in out  # the token never shows
 
 
