@@ -261,31 +261,40 @@ def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:
 FACT_SCHEMA = 1
 
 
-def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], now: str) -> dict[str, Any]:
+def update_deployments(
+    existing: Any, records: Mapping[str, Mapping[str, Any]], now: str, prune: bool = True
+) -> dict[str, Any]:
     """The new content of the ``vllm_fleet`` local fact after a deployment.
 
     ``existing`` is the fact as read from the host (``{}`` or garbage on first run),
     ``records`` the model name -> record of what runs now (``version``, a hash of the
     arguments and the image ID, identifies it). For each model: the same ``version``
-    keeps the stored record (its ``deployed_at`` and ``baseline``; missing ``actual``
-    figures are filled in); a new
+    takes the new record but keeps the stored ``deployed_at`` and the figures measured
+    at that deployment (``actual``, ``plan_vs_actual``, ``baseline``); a new
     one becomes ``current`` and the old ``current`` becomes ``previous``, so a rollback
-    finds every input it needs on the host. Models no longer deployed are dropped.
+    finds every input it needs on the host. Models without a record are dropped
+    (``prune``, a full deployment) or kept as they are (a rollback of some models).
     """
     old_models = existing.get("models") if isinstance(existing, Mapping) else None
     if not isinstance(old_models, Mapping):
         old_models = {}
     models: dict[str, Any] = {}
+    if not prune:
+        models.update(
+            {name: copy.deepcopy(entry) for name, entry in old_models.items() if name not in records}
+        )
     for name in sorted(records):
         record = copy.deepcopy(dict(records[name]))
         entry = old_models.get(name) if isinstance(old_models.get(name), Mapping) else {}
         current = entry.get("current") if isinstance(entry.get("current"), Mapping) else None
         previous = entry.get("previous") if isinstance(entry.get("previous"), Mapping) else None
         if current and current.get("version") == record.get("version"):
-            kept = copy.deepcopy(dict(current))
+            # same version: refresh the description, keep when it was deployed and what was measured then
+            kept = record
+            kept["deployed_at"] = current.get("deployed_at", now)
             for key in ("actual", "plan_vs_actual", "baseline"):
-                if not kept.get(key) and record.get(key):
-                    kept[key] = record[key]
+                if current.get(key):
+                    kept[key] = copy.deepcopy(current[key])
             models[name] = {"current": kept, "previous": previous}
         else:
             record["deployed_at"] = now
@@ -293,7 +302,7 @@ def update_deployments(existing: Any, records: Mapping[str, Mapping[str, Any]], 
                 "current": record,
                 "previous": copy.deepcopy(dict(current)) if current else previous,
             }
-    return {"schema": FACT_SCHEMA, "models": models}
+    return {"schema": FACT_SCHEMA, "models": dict(sorted(models.items()))}
 
 
 def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[str, Any]:

@@ -186,6 +186,24 @@ def _rec(h: str, **extra: object) -> dict:
                 }
             },
         ),
+        # unchanged version: the description is refreshed, time and measurements are kept
+        (
+            {
+                "models": {
+                    "m": {
+                        "current": {**_rec("a"), "old": 1, "baseline": {"s": 1}, "deployed_at": "T1"},
+                        "previous": None,
+                    }
+                }
+            },
+            {"m": _rec("a", baseline={"s": 2}, url="u")},
+            {
+                "m": {
+                    "current": {**_rec("a"), "url": "u", "baseline": {"s": 1}, "deployed_at": "T1"},
+                    "previous": None,
+                }
+            },
+        ),
         # a model no longer deployed is dropped, a new one appears
         (
             {"models": {"old": {"current": _rec("a"), "previous": None}}},
@@ -227,3 +245,26 @@ def test_rollback_target_errors(fact: dict, needle: str) -> None:
     with pytest.raises(ServingError) as err:
         deploy.rollback_target(fact, "m", "b")
     assert needle in str(err.value)
+
+
+def test_update_deployments_without_pruning_keeps_other_models() -> None:
+    existing = {
+        "models": {
+            "a": {"current": _rec("1"), "previous": None},
+            "b": {"current": _rec("2"), "previous": None},
+        }
+    }
+    result = deploy.update_deployments(existing, {"b": _rec("3")}, "T", prune=False)
+    assert result["models"]["a"] == {"current": _rec("1"), "previous": None}
+    assert result["models"]["b"] == {"current": {**_rec("3"), "deployed_at": "T"}, "previous": _rec("2")}
+    assert list(deploy.update_deployments(existing, {"b": _rec("3")}, "T")["models"]) == ["b"]
+
+
+def test_rollback_then_record_swaps_current_and_previous() -> None:
+    fact = deploy.update_deployments({}, {"m": _rec("old")}, "T1")
+    fact = deploy.update_deployments(fact, {"m": _rec("new")}, "T2")
+    target = deploy.rollback_target(fact, "m", "new")
+    assert target["version"] == "old"
+    fact = deploy.update_deployments(fact, {"m": target}, "T3")
+    assert fact["models"]["m"]["current"]["version"] == "old"
+    assert fact["models"]["m"]["previous"]["version"] == "new"

@@ -1,0 +1,136 @@
+"""Shared helpers of the serving scenario's tests: addresses, keys, HTTP, Ansible runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+GATEWAY = "vf-serve-gateway"
+GPU = "vf-serve-gpu1"
+VLLM = "vf-serve-gpu1-vllm-tiny"
+PUBLIC_NET = "vf-serve-public"
+INTERNAL_NET = "vf-serve-internal"
+HTTP_PORT = 8080
+HTTPS_PORT = 8443
+VLLM_PORT = 8000
+
+
+@pytest.fixture(scope="session")
+def engine() -> docker.DockerClient:
+    return docker.from_env()
+
+
+def ip_on(engine: docker.DockerClient, container: str, network: str) -> str:
+    attrs = engine.api.inspect_container(container)
+    return attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+
+
+@pytest.fixture(scope="session")
+def gateway_url(engine: docker.DockerClient) -> str:
+    return f"http://{ip_on(engine, GATEWAY, PUBLIC_NET)}:{HTTP_PORT}"
+
+
+@pytest.fixture(scope="session")
+def vllm_url(engine: docker.DockerClient) -> str:
+    return f"http://{ip_on(engine, GPU, INTERNAL_NET)}:{VLLM_PORT}"
+
+
+def inventory_vars(group: str) -> dict[str, Any]:
+    """Group variables of the scenario's inventory (literal values only)."""
+    out = subprocess.run(
+        ["ansible-inventory", "-i", inventory_path(), "--list"], check=True, capture_output=True, text=True
+    ).stdout
+    data = json.loads(out)
+    host = data[group]["hosts"][0]
+    return data["_meta"]["hostvars"][host]
+
+
+def inventory_path() -> str:
+    return os.environ.get("MOLECULE_INVENTORY_FILE") or str(
+        Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
+    )
+
+
+@pytest.fixture(scope="session")
+def keys() -> dict[str, str]:
+    gateway_vars = inventory_vars("gateways")
+    clients = {c["name"]: c["key"] for c in gateway_vars["gateway_client_keys"]}
+    clients["backend"] = gateway_vars["vf_serve_backend_key"]
+    return clients
+
+
+def call(
+    url: str, key: str | None = None, body: dict | None = None, method: str | None = None, timeout: float = 60
+) -> tuple[int, dict[str, str], bytes]:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        url, data=data, headers=headers, method=method or ("POST" if data else "GET")
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def chat(
+    url: str, key: str, max_tokens: int = 8, model: str = "tiny", **extra: Any
+) -> tuple[int, dict, bytes]:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Hello"}],
+        "max_tokens": max_tokens,
+        **extra,
+    }
+    return call(f"{url}/v1/chat/completions", key, body)
+
+
+def wait_until_serving(url: str, key: str, timeout: float = 240) -> float:
+    """Seconds until a completion through ``url`` succeeds."""
+    start = time.monotonic()
+    while True:
+        try:
+            status, _, _ = call(
+                f"{url}/v1/completions", key, {"model": "tiny", "prompt": "hi", "max_tokens": 1}, timeout=10
+            )
+            if status == 200:
+                return time.monotonic() - start
+        except OSError:
+            pass
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{url} did not serve within {timeout} s")
+        time.sleep(2)
+
+
+def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_FILTER_PLUGINS": str(REPO / "filter_plugins"),
+        "ANSIBLE_LIBRARY": str(REPO / "library"),
+        "ANSIBLE_MODULE_UTILS": str(REPO / "module_utils"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    return subprocess.run(
+        ["ansible-playbook", "-i", inventory_path(), str(REPO / playbook), *extra],
+        env=env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

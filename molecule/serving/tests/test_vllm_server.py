@@ -1,0 +1,194 @@
+"""The vllm_server role on the GPU node: container spec, local fact, idempotence, the watchdog."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+
+from conftest import GPU, INTERNAL_NET, VLLM, VLLM_PORT, chat, ip_on, run_playbook, wait_until_serving
+
+testinfra_hosts = ["ansible://gpu_nodes"]
+
+PROM = "/var/lib/prometheus/node-exporter/vllm_watchdog.prom"
+LABELS = f'model="tiny",container="{VLLM}"'
+INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
+TIMEOUT = 5
+FAILURES = 3
+
+
+def _fact(host) -> dict:
+    return json.loads(host.file("/etc/ansible/facts.d/vllm_fleet.fact").content_string)
+
+
+def _time(value: str) -> float:
+    main, _, frac = value.rstrip("Z").partition(".")
+    stamp = datetime.fromisoformat(main + "+00:00").timestamp()
+    return stamp + (float("0." + frac[:6]) if frac else 0.0)
+
+
+def _metric(text: str, name: str) -> float:
+    match = re.search(rf"^{name}\{{{re.escape(LABELS)}\}} (\S+)$", text, re.M)
+    assert match, f"{name} missing in:\n{text}"
+    return float(match.group(1))
+
+
+def test_container_spec(engine, vllm_url):
+    attrs = engine.api.inspect_container(VLLM)
+    host_config, config = attrs["HostConfig"], attrs["Config"]
+    assert attrs["State"]["Running"]
+    assert host_config["NetworkMode"] == f"container:{engine.api.inspect_container(GPU)['Id']}"
+    assert host_config["IpcMode"] == "host"
+    assert host_config["RestartPolicy"]["Name"] == "unless-stopped"
+    model_dir = "/srv/vf-serve-models/lab/tiny/main"
+    assert f"{model_dir}:{model_dir}:ro" in host_config["Binds"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_API_KEY"]
+    assert env["VLLM_API_KEY"] not in " ".join(config["Cmd"])  # the key is never on the command line
+    assert config["Cmd"][:3] == [model_dir, "--served-model-name", "tiny"]
+    assert "--kv-cache-memory-bytes" in config["Cmd"] and "--enforce-eager" in config["Cmd"]
+    assert config["Healthcheck"]["Test"][:2] == ["CMD", "python3"]
+    assert config["Labels"]["io.vllm-fleet.model"] == "tiny"
+    deadline = time.monotonic() + 90
+    while attrs["State"]["Health"]["Status"] != "healthy" and time.monotonic() < deadline:
+        time.sleep(3)
+        attrs = engine.api.inspect_container(VLLM)
+    assert attrs["State"]["Health"]["Status"] == "healthy"
+
+
+def test_vllm_listens_on_the_internal_address_only(host, engine):
+    address = ip_on(engine, GPU, INTERNAL_NET)
+    listening = host.check_output("ss -Hltn")
+    assert f"{address}:{VLLM_PORT}" in listening
+    assert f"0.0.0.0:{VLLM_PORT}" not in listening and f"*:{VLLM_PORT}" not in listening
+
+
+def test_vllm_requires_the_backend_key(vllm_url, keys):
+    assert chat(vllm_url, keys["alice"])[0] == 401
+    assert chat(vllm_url, keys["backend"])[0] == 200
+
+
+def test_local_fact_records_the_deployment_plan_and_measurement(host, engine):
+    current = _fact(host)["models"]["tiny"]["current"]
+    image = engine.api.inspect_image(current["image"])
+    assert current["image_id"] == image["Id"]
+    assert current["model_path"] == "/srv/vf-serve-models/lab/tiny/main" and current["revision"] == "main"
+    assert current["command"] == engine.api.inspect_container(VLLM)["Config"]["Cmd"]
+    assert re.fullmatch(r"[0-9a-f]{16}", current["version"]) and re.fullmatch(
+        r"[0-9a-f]{16}", current["config_hash"]
+    )
+    assert current["gpus"] == [0]
+    # planned on the simulated H200, measured on the CPU build: both recorded side by side
+    assert current["plan"]["tensor_parallel_size"] == 1 and current["plan"]["max_model_len"] == 512
+    assert current["plan"]["kv_cache_tokens"] > 0
+    assert current["actual"] == {
+        "device": "CPU",
+        "kv_cache_tokens": 65536,
+        "max_concurrency": 128.0,
+        "concurrency_tokens_per_request": 512,
+        "kv_cache_gib": 0.06,
+        "max_model_len": 512,
+    }
+    assert current["plan_vs_actual"]["kv_cache_tokens"]["actual"] == 65536
+    assert current["baseline"]["completion_seconds"] > 0 and current["baseline"]["ttft_seconds"] > 0
+    assert "VLLM_API_KEY" not in json.dumps(current)
+    facts = host.ansible("setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]
+    assert facts["vllm_fleet"]["models"]["tiny"]["current"]["version"] == current["version"]
+
+
+def test_second_converge_restarted_no_container(host, engine):
+    """The container started before the deployment was recorded; idempotence did not restart it."""
+    current = _fact(host)["models"]["tiny"]["current"]
+    started = _time(engine.api.inspect_container(VLLM)["State"]["StartedAt"])
+    assert started <= _time(current["deployed_at"]) + 1
+
+
+def test_watchdog_checks_a_healthy_vllm_and_leaves_it_alone(host, engine):
+    timer = host.service("vllm-fleet-watchdog.timer")
+    assert timer.is_enabled and timer.is_running
+    started = engine.api.inspect_container(VLLM)["State"]["StartedAt"]
+    deadline = time.monotonic() + 3 * INTERVAL + 10
+    text = ""
+    while time.monotonic() < deadline:
+        text = host.file(PROM).content_string if host.file(PROM).exists else ""
+        if text and time.time() - _metric(text, "vllm_watchdog_last_check_timestamp_seconds") < INTERVAL + 6:
+            break
+        time.sleep(2)
+    assert _metric(text, "vllm_watchdog_up") == 1
+    assert _metric(text, "vllm_watchdog_consecutive_failures") == 0
+    assert _metric(text, "vllm_watchdog_restarts_total") == 0
+    assert time.time() - _metric(text, "vllm_watchdog_last_success_timestamp_seconds") < 2 * INTERVAL + 10
+    assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] == started
+    journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager -n 50")
+    assert f"container={VLLM} outcome=ok" in journal
+    config = host.file("/etc/vllm-fleet/watchdog.json")
+    assert config.mode == 0o600 and config.user == "root"
+
+
+def _env(engine) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in engine.api.inspect_container(VLLM)["Config"]["Env"])
+
+
+def _recap(result, host: str) -> str:
+    lines = [line for line in result.stdout.splitlines() if line.startswith(host)]
+    assert lines, result.stdout[-3000:]
+    return lines[-1]
+
+
+def test_upgrade_then_rollback_restores_the_previous_version(host, engine, gateway_url, keys):
+    before = _fact(host)["models"]["tiny"]["current"]
+    upgrade = run_playbook(
+        "playbooks/serve.yml", "-e", json.dumps({"vllm_server_env": {"VF_SERVE_VERSION": "2"}})
+    )
+    assert upgrade.returncode == 0, upgrade.stdout[-3000:]
+    upgraded = _fact(host)["models"]["tiny"]
+    assert upgraded["current"]["version"] != before["version"]
+    assert upgraded["previous"]["version"] == before["version"]
+    assert _env(engine).get("VF_SERVE_VERSION") == "2"
+
+    rollback = run_playbook("molecule/serving/rollback.yml")
+    assert rollback.returncode == 0, rollback.stdout[-3000:]
+    restored = _fact(host)["models"]["tiny"]
+    assert restored["current"]["version"] == before["version"]
+    assert restored["previous"]["version"] == upgraded["current"]["version"]
+    assert "VF_SERVE_VERSION" not in _env(engine)
+    attrs = engine.api.inspect_container(VLLM)
+    assert attrs["Config"]["Image"] == before["image"] and attrs["Image"] == before["image_id"]
+    assert chat(gateway_url, keys["alice"])[0] == 200
+
+    # the inventory describes the restored version: a normal run changes and restarts nothing
+    started = attrs["State"]["StartedAt"]
+    again = run_playbook("playbooks/serve.yml")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "changed=0" in _recap(again, GPU)
+    assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] == started
+
+
+def test_watchdog_restarts_a_hung_vllm_within_its_window(host, engine, gateway_url, keys):
+    before = engine.api.inspect_container(VLLM)["State"]["StartedAt"]
+    restarts_before = _metric(host.file(PROM).content_string, "vllm_watchdog_restarts_total")
+    window = FAILURES * (INTERVAL + TIMEOUT) + INTERVAL + 20
+    engine.api.pause(VLLM)
+    paused_at = time.monotonic()
+    try:
+        while time.monotonic() - paused_at < window + 30:
+            state = engine.api.inspect_container(VLLM)["State"]
+            if state["StartedAt"] != before:
+                break
+            time.sleep(2)
+        elapsed = time.monotonic() - paused_at
+    finally:
+        if engine.api.inspect_container(VLLM)["State"]["Paused"]:
+            engine.api.unpause(VLLM)
+    state = engine.api.inspect_container(VLLM)["State"]
+    assert state["StartedAt"] != before, f"not restarted after {elapsed:.0f} s"
+    assert elapsed <= window, f"restarted after {elapsed:.0f} s, window {window} s"
+    assert state["Running"] and not state["Paused"]
+    journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager -n 80")
+    assert f"container={VLLM} outcome=paused" in journal
+    assert f"container={VLLM} action=restart" in journal
+    assert keys["backend"] not in journal
+    # serving again through the gateway; the restart is counted
+    wait_until_serving(gateway_url, keys["alice"], timeout=240)
+    assert _metric(host.file(PROM).content_string, "vllm_watchdog_restarts_total") == restarts_before + 1
