@@ -140,26 +140,47 @@ def _read_json(path: str) -> Any:
         return None
 
 
+def resolve_dir(base: str, revision: str) -> tuple[str, str]:
+    """The folder of a model revision in the model_weights layout, and how it was found.
+
+    ``<base>/<revision>``; else the revision a branch or tag resolved to (``<base>/refs/<revision>``);
+    else a download in progress (``<base>/.staging-<revision>``); else the newest revision folder.
+    """
+    path = os.path.join(base, revision)
+    if os.path.isdir(path):
+        return path, "revision"
+    try:
+        with open(os.path.join(base, "refs", revision.replace("/", "%2F")), encoding="utf-8") as handle:
+            resolved = handle.read().strip()
+        if resolved and os.path.isdir(os.path.join(base, resolved)):
+            return os.path.join(base, resolved), "ref"
+    except OSError:
+        pass
+    staging = os.path.join(base, ".staging-" + revision)
+    if os.path.isdir(staging):
+        return staging, "staging"
+    if os.path.isdir(base):
+        candidates = [
+            os.path.join(base, d)
+            for d in os.listdir(base)
+            if not d.startswith(".") and d != "refs" and os.path.isdir(os.path.join(base, d))
+        ]
+        if candidates:
+            return max(candidates, key=os.path.getmtime), "newest revision folder"
+    return path, "missing"
+
+
 def model_dir(spec: dict[str, Any]) -> dict[str, Any]:
     name = str(spec.get("name") or "")
     path = spec.get("path")
-    resolved = False
+    found = "path"
     if not path and spec.get("base"):
-        base = str(spec["base"])
-        path = os.path.join(base, str(spec.get("revision") or ""))
-        if not os.path.isdir(path) and os.path.isdir(base):
-            candidates = [
-                os.path.join(base, d)
-                for d in os.listdir(base)
-                if not d.startswith(".") and os.path.isdir(os.path.join(base, d))
-            ]
-            if candidates:
-                path, resolved = max(candidates, key=os.path.getmtime), True
+        path, found = resolve_dir(str(spec["base"]), str(spec.get("revision") or "main"))
     info: dict[str, Any] = {
         "name": name,
         "dir": path,
         "exists": bool(path) and os.path.isdir(path),
-        "resolved_revision": resolved,
+        "found_by": found,
         "bytes_present": 0,
         "weights_bytes": 0,
         "files": 0,
@@ -206,9 +227,15 @@ def listeners(ports: list[int]) -> dict[str, list[dict[str, Any]]]:
         for fd_dir in glob.glob("/proc/[0-9]*/fd"):
             pid = fd_dir.split("/")[2]
             try:
-                links = [os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)]
+                fds = os.listdir(fd_dir)
             except OSError:
                 continue
+            links = []
+            for fd in fds:
+                try:  # descriptors close while we look (this very listing's among them)
+                    links.append(os.readlink(os.path.join(fd_dir, fd)))
+                except OSError:
+                    continue
             for link in links:
                 if link.startswith("socket:[") and int(link[8:-1]) in inodes:
                     try:

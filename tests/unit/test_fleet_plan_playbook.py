@@ -32,8 +32,6 @@ def example_run(tmp_path_factory):
         [
             str(ROOT / "tests" / "lab" / "plan-example"),
             str(out),
-            "h100_nodes=h100x8",
-            "rtx4090_nodes=rtx4090x8",
         ],
         cwd=ROOT,
         env=env,
@@ -64,12 +62,10 @@ def test_plan_json_equals_the_planner_command(example_run):
     out, _ = example_run
     report = json.loads((out / "plan.json").read_text())
     planned = [e for e in report["entries"] if e["plan"]]
-    assert len(planned) == 5  # the a100_nodes entries have no hosts in the example inventory
-    assert {e["error"] for e in report["entries"] if not e["plan"]} == {
-        "group a100_nodes has no hosts in this inventory (GPU groups: h100_nodes, rtx4090_nodes): fix "
-        f"fleet_plan_models[{name}].group"
-        for name in ("qwen3-30b-a3b-fp8", "llama-3.1-70b-instruct")
-    }
+    assert {e["group"] for e in planned} >= {"h100_nodes", "rtx4090_nodes"}
+    for entry in report["entries"]:
+        if not entry["plan"]:  # only a group the example inventory does not have (yet) may lack a plan
+            assert entry["error"].startswith(f"group {entry['group']} has no hosts in this inventory"), entry
     for entry in planned:
         assert entry["facts_source"] == "cache"
         proc = subprocess.run(entry["command"], cwd=ROOT, capture_output=True, text=True, check=False)

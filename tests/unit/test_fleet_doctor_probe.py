@@ -1,0 +1,97 @@
+"""The vllm_fleet_doctor_probe module's readers, on this machine (real sockets, folders, files)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+from pathlib import Path
+
+import ansible.module_utils
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# the module imports the project's module_utils as Ansible packages them: ansible.module_utils.<name>
+if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
+_spec = importlib.util.spec_from_file_location(
+    "vllm_fleet_doctor_probe", ROOT / "library" / "vllm_fleet_doctor_probe.py"
+)
+probe_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe_module)
+
+
+def layout(tmp_path: Path, folders: list[str], ref: str | None = None) -> Path:
+    base = tmp_path / "org" / "model"
+    for folder in folders:
+        (base / folder).mkdir(parents=True)
+    if ref:
+        (base / "refs").mkdir(parents=True, exist_ok=True)
+        (base / "refs" / "main").write_text(ref + "\n")
+    return base
+
+
+@pytest.mark.parametrize(
+    ("folders", "ref", "revision", "expected", "how"),
+    [
+        (["main"], None, "main", "main", "revision"),
+        (["abc123", "old"], "abc123", "main", "abc123", "ref"),
+        ([".staging-main"], None, "main", ".staging-main", "staging"),
+        (["abc123"], None, "v2", "abc123", "newest revision folder"),
+        ([], None, "main", "main", "missing"),
+    ],
+)
+def test_resolve_dir(tmp_path, folders, ref, revision, expected, how):
+    base = layout(tmp_path, folders, ref)
+    assert probe_module.resolve_dir(str(base), revision) == (str(base / expected), how)
+
+
+def test_model_dir_measures_weights_index_and_config(tmp_path):
+    folder = layout(tmp_path, ["abc"]) / "abc"
+    (folder / "model-00001-of-00002.safetensors").write_bytes(b"x" * 1000)
+    (folder / "model-00002-of-00002.safetensors").write_bytes(b"x" * 500)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1400}}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (folder / ".cache").mkdir()
+    (folder / ".cache" / "partial.incomplete").write_bytes(b"y" * 10_000)  # hidden: not counted
+    info = probe_module.model_dir({"name": "m", "base": str(folder.parent), "revision": "abc"})
+    assert info["exists"] and info["found_by"] == "revision"
+    assert info["weights_bytes"] == 1500 and info["files"] == 4
+    assert info["index_total_size"] == 1400 and info["config"] == {"model_type": "llama"}
+    assert info["bytes_present"] == 1500 + len((folder / "model.safetensors.index.json").read_bytes()) + len(
+        (folder / "config.json").read_bytes()
+    )
+    missing = probe_module.model_dir({"name": "x", "path": str(tmp_path / "nope")})
+    assert missing["exists"] is False and missing["bytes_present"] == 0
+
+
+def test_disk_of_a_missing_path_is_measured_at_its_parent(tmp_path):
+    info = probe_module.disk(str(tmp_path / "not" / "yet"))
+    assert info["measured_at"] == str(tmp_path) and info["exists"] is False
+    assert info["free_bytes"] > 0 and info["total_bytes"] >= info["free_bytes"]
+
+
+def test_listeners_name_the_process():
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        found = probe_module.listeners([port, 1])
+    finally:
+        server.close()
+    assert list(found) == [str(port)]
+    (sock,) = found[str(port)]
+    assert sock["address"] == "127.0.0.1"
+    assert any(p["pid"] == os.getpid() for p in sock["processes"])
+
+
+def test_docker_state_without_a_socket(tmp_path):
+    info, containers, images, runtime = probe_module.docker_state(str(tmp_path / "docker.sock"), ["img"], "p")
+    assert info == {
+        "available": False,
+        "socket": str(tmp_path / "docker.sock"),
+        "error": f"no Docker API socket at {tmp_path / 'docker.sock'}",
+    }
+    assert (containers, images, runtime) == ([], {}, {})
