@@ -13,6 +13,9 @@ nvidia_host_image_cuda(config)                          CUDA version of an image
 nvidia_host_driver_plan(packages, wanted, branch, ...)  what the driver role does on a host
 nvidia_host_family_packages(packages, pattern, branch)  installed driver packages of a branch
 nvidia_host_other_branch_packages(packages, pattern, branch)  installed driver packages of other branches
+nvidia_host_dpkg_status(text)                           installed packages from dpkg-query (version, held)
+nvidia_host_packages_to_install(status, names, version) packages missing or at another version
+nvidia_host_packages_to_hold(status, names)             installed packages not held yet
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ _FILTERS = {
     "nvidia_host_driver_plan": nvidia_host.driver_plan,
     "nvidia_host_family_packages": nvidia_host.family_packages,
     "nvidia_host_other_branch_packages": nvidia_host.other_branch_packages,
+    "nvidia_host_dpkg_status": nvidia_host.dpkg_status,
+    "nvidia_host_packages_to_install": nvidia_host.packages_to_install,
+    "nvidia_host_packages_to_hold": nvidia_host.packages_to_hold,
 }
 
 

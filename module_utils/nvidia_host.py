@@ -342,6 +342,45 @@ def needs_fabricmanager(facts: Mapping[str, Any] | None) -> bool:
     return all(NVSWITCH_SXM_RE.search(str(g.get("name") or "")) for g in gpus)
 
 
+# --- package state ----------------------------------------------------------------
+
+# dpkg-query -W -f "${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n" NAMES...
+DPKG_QUERY_FORMAT = "${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"
+
+
+def dpkg_status(text: str | None) -> dict[str, dict[str, Any]]:
+    """Installed packages from ``dpkg-query -W -f DPKG_QUERY_FORMAT``.
+
+    Returns name -> {version, held}; packages dpkg knows but that are not installed
+    (removed, config files only) are left out.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[3] != "installed":
+            continue
+        name, version, want, _status = parts
+        found[name.split(":", 1)[0]] = {"version": version, "held": want == "hold"}
+    return found
+
+
+def packages_to_install(
+    status: Mapping[str, Any] | None, names: Iterable[str], version: str = ""
+) -> list[str]:
+    """Of ``names``, those not installed (or, with ``version``, not installed at it)."""
+    missing = []
+    for name in names:
+        have = (status or {}).get(name)
+        if not have or (version and have.get("version") != version):
+            missing.append(name)
+    return missing
+
+
+def packages_to_hold(status: Mapping[str, Any] | None, names: Iterable[str]) -> list[str]:
+    """Of ``names``, those installed but not held."""
+    return [n for n in names if (status or {}).get(n) and not (status or {})[n].get("held")]
+
+
 # --- what the driver role does on a host ----------------------------------------
 
 

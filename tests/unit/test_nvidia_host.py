@@ -333,3 +333,44 @@ def test_family_and_other_branch_packages() -> None:
     pattern = r"^(nvidia-|libnvidia-|libcuda)"
     assert nvidia_host.family_packages(packages, pattern, "580") == ["libcuda1", "nvidia-driver-cuda"]
     assert nvidia_host.other_branch_packages(packages, pattern, "580") == ["nvidia-fabricmanager-570"]
+
+
+DPKG_OUTPUT = """\
+nvidia-container-toolkit 1.17.8-1 hold installed
+nvidia-container-toolkit-base 1.17.8-1 install installed
+libnvidia-container1:amd64 1.17.8-1 hold installed
+libnvidia-container-tools 1.17.7-1 install config-files
+"""
+
+
+def test_dpkg_status() -> None:
+    status = nvidia_host.dpkg_status(DPKG_OUTPUT)
+    assert status == {
+        "nvidia-container-toolkit": {"version": "1.17.8-1", "held": True},
+        "nvidia-container-toolkit-base": {"version": "1.17.8-1", "held": False},
+        "libnvidia-container1": {"version": "1.17.8-1", "held": True},
+    }
+    assert nvidia_host.dpkg_status("") == {}
+    assert nvidia_host.dpkg_status(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("1.17.8-1", ["libnvidia-container-tools"]),
+        ("1.18.0-1", ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+                      "libnvidia-container-tools"]),
+        ("", ["libnvidia-container-tools"]),
+    ],
+)
+def test_packages_to_install(version: str, expected: list[str]) -> None:
+    status = nvidia_host.dpkg_status(DPKG_OUTPUT)
+    names = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+             "libnvidia-container-tools"]
+    assert nvidia_host.packages_to_install(status, names, version) == expected
+
+
+def test_packages_to_hold() -> None:
+    status = nvidia_host.dpkg_status(DPKG_OUTPUT)
+    names = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools"]
+    assert nvidia_host.packages_to_hold(status, names) == ["nvidia-container-toolkit-base"]
