@@ -14,7 +14,8 @@ weights), ``probe`` (the ``vllm_fleet_doctor_probe`` result), ``gpu`` (the
 ``storage_root``, ``extra_ports`` (``[{port, owner}]``), ``image`` (the vLLM image),
 ``image_cuda`` (declared CUDA version of the image), ``gpu_requests`` (bool),
 ``plan_options``, ``vllm_version``, ``deployed`` (the ``vllm_fleet`` local fact),
-``settings`` (the host's thresholds, winning over the fleet-wide ones).
+``settings`` (the host's thresholds, winning over the fleet-wide ones), ``received_time`` (the
+control node's clock when the probe's answer arrived).
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def result(check: str, host: str, subject: str, status: str, detail: str, fix: s
 
 
 def gib(n: float | None) -> str:
-    return "?" if n is None else f"{n / GIB:.1f} GiB"
+    if n is None:
+        return "?"
+    return f"{n / GIB:.1f} GiB" if abs(n) >= GIB or n == 0 else f"{n / MIB:.1f} MiB"
 
 
 # --- model sizes ------------------------------------------------------------------------------
@@ -816,11 +819,17 @@ def check_time(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict
     host, probe = rec["host"], rec.get("probe") or {}
     clock = probe.get("time") or {}
     results = []
-    now, sent = clock.get("epoch"), clock.get("controller_time", rec.get("controller_time"))
+    now, sent = clock.get("epoch"), clock.get("controller_time")
+    received = rec.get("received_time")
     limit = float(settings["max_clock_skew_s"])
     if now is not None and sent not in (None, ""):
-        skew = float(now) - float(sent)
-        detail = f"{skew:+.1f} s against the control node"
+        # The host read its clock between the control node sending the probe and receiving the answer:
+        # a correct clock lies inside that window, so only the distance outside it is skew.
+        now, sent = float(now), float(sent)
+        late = float(received) if received not in (None, "") else sent
+        skew = now - sent if now < sent else (now - late if now > late else 0.0)
+        window = f" (the probe's round trip: {late - sent:.1f} s)" if late > sent else ""
+        detail = f"{skew:+.1f} s against the control node{window}"
         if abs(skew) <= limit:
             results.append(result("clock_skew", host, "clock", PASS, detail))
         else:
@@ -830,8 +839,9 @@ def check_time(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict
                     host,
                     "clock",
                     FAIL,
-                    detail + f" (limit {limit:g} s): TLS, tokens and logs break with skewed clocks",
-                    "sync the clock (chrony/systemd-timesyncd) on this host and on the control node",
+                    detail
+                    + f", more than {limit:g} s: TLS, tokens, logs and metrics break with skewed clocks",
+                    "sync the clock (chrony or systemd-timesyncd) on this host and on the control node",
                 )
             )
     if clock.get("container"):

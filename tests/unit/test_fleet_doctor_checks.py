@@ -652,27 +652,46 @@ def test_check_topology_uses_the_deployed_plan_first_and_skips_without_config():
 
 
 @pytest.mark.parametrize(
-    ("clock", "expected"),
+    ("clock", "received", "expected", "detail"),
     [
         (
             {"epoch": 1000.4, "controller_time": 1000.0, "container": True},
+            1001.0,
             [("clock_skew", "pass"), ("time_sync", "skip")],
+            "+0.0 s against the control node (the probe's round trip: 1.0 s)",
         ),
         (
             {"epoch": 1009.0, "controller_time": 1000.0, "ntp_synchronized": True},
+            1002.0,
             [("clock_skew", "fail"), ("time_sync", "pass")],
+            "+7.0 s",
         ),
         (
-            {"epoch": 1.0, "controller_time": 1.0, "ntp_synchronized": False},
-            [("clock_skew", "pass"), ("time_sync", "fail")],
+            {"epoch": 990.0, "controller_time": 1000.0, "ntp_synchronized": True},
+            1002.0,
+            [("clock_skew", "fail"), ("time_sync", "pass")],
+            "-10.0 s",
         ),
-        ({"chrony": {"leap_status": "Not synchronised"}}, [("time_sync", "fail")]),
-        ({"chrony": {"leap_status": "Normal", "offset_s": 0.001}}, [("time_sync", "pass")]),
-        ({}, [("time_sync", "warn")]),
+        (
+            {"epoch": 1003.0, "controller_time": 1000.0, "ntp_synchronized": False},
+            None,
+            [("clock_skew", "pass"), ("time_sync", "fail")],
+            "+3.0 s",
+        ),
+        ({"chrony": {"leap_status": "Not synchronised"}}, None, [("time_sync", "fail")], ""),
+        (
+            {"chrony": {"leap_status": "Normal", "offset_s": 0.001}},
+            None,
+            [("time_sync", "pass")],
+            "offset +1.0 ms",
+        ),
+        ({}, None, [("time_sync", "warn")], ""),
     ],
 )
-def test_check_time(clock, expected):
-    assert statuses(doctor.check_time(rec(probe={"time": clock}), settings())) == expected
+def test_check_time(clock, received, expected, detail):
+    results = doctor.check_time(rec(probe={"time": clock}, received_time=received), settings())
+    assert statuses(results) == expected
+    assert detail in results[0]["detail"]
 
 
 # --- the whole run ------------------------------------------------------------------------------------
