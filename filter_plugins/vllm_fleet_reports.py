@@ -1,6 +1,7 @@
 """Operations filters: thin shims over module_utils/vllm_fleet_ops (documented in the sidecar YAML files).
 
 vllm_fleet_plan_entries(models, gpu_groups, hostvars, settings)  (group, model) pairs and metadata sources
+vllm_fleet_plan_follow_refs(entries, answers)          entries pointed at the revision a branch resolved to
 vllm_fleet_plan_attach(entries, files, facts, deployed, source)  entries with metadata, facts and deployments
 vllm_fleet_plan_report(entries)                        plans for (group, model) entries, plan vs actual
 vllm_fleet_plan_table(report)                          the plan report as text tables
@@ -70,6 +71,14 @@ def vllm_fleet_plan_entries(
         )
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"vllm_fleet_plan_entries: {exc}") from exc
+
+
+def vllm_fleet_plan_follow_refs(entries: Any, answers: Any) -> list[dict[str, Any]]:
+    """Entries pointed at resolved revisions; see vllm_fleet_plan_follow_refs.yml."""
+    try:
+        return plan_report.follow_refs(list(entries or []), list(answers or []))
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_plan_follow_refs: {exc}") from exc
 
 
 def vllm_fleet_plan_attach(
@@ -170,6 +179,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "vllm_fleet_plan_entries": vllm_fleet_plan_entries,
+            "vllm_fleet_plan_follow_refs": vllm_fleet_plan_follow_refs,
             "vllm_fleet_plan_attach": vllm_fleet_plan_attach,
             "vllm_fleet_plan_report": vllm_fleet_plan_report,
             "vllm_fleet_plan_table": vllm_fleet_plan_table,

@@ -9,6 +9,7 @@ command line, which prints the same JSON.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -451,6 +452,7 @@ def normalize_entries(
             "index_path": None,
             "read_host": None,
             "read_dir": None,
+            "read_ref": None,
             "weights_bytes": model.get("weights_bytes"),
             "options": {},
             "nodes": int(model.get("nodes") or 1),
@@ -491,7 +493,9 @@ def normalize_entries(
         elif model.get("repo_id") and model.get("revision"):
             root = first.get("model_weights_root") or "/srv/models"
             entry["read_host"] = first.get("model_weights_writer_host") or hosts[0]
-            entry["read_dir"] = f"{str(root).rstrip('/')}/{model['repo_id']}/{model['revision']}"
+            base = f"{str(root).rstrip('/')}/{model['repo_id']}"
+            entry["read_dir"] = f"{base}/{model['revision']}"
+            entry["read_ref"] = f"{base}/refs/{str(model['revision']).replace('/', '%2F')}"
         else:
             entry["error"] = (
                 f"fleet_plan_models[{entry['name']}] has no model metadata: set config (a config.json on the "
@@ -499,6 +503,30 @@ def normalize_entries(
                 "model_weights layout)"
             )
     return entries
+
+
+def follow_refs(entries: list[Mapping[str, Any]], answers: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Point entries at the revision folder a branch or tag resolved to.
+
+    The model_weights role keeps ``<root>/<org>/<name>/refs/<revision>`` holding the immutable
+    revision a branch or tag resolved to; ``answers`` are ``ansible.builtin.slurp`` results of those
+    files (``item`` is the entry, ``content`` base64). Entries without a readable ref are unchanged.
+    """
+    resolved: dict[tuple[Any, Any], str] = {}
+    for answer in answers:
+        item = answer.get("item") or {}
+        if answer.get("content"):
+            text = base64.b64decode(answer["content"]).decode("utf-8", "replace").strip()
+            if text and "/" not in text:
+                resolved[(item.get("group"), item.get("name"))] = text
+    out = []
+    for entry in entries:
+        entry = dict(entry)
+        target = resolved.get((entry.get("group"), entry.get("name")))
+        if target and entry.get("read_dir"):
+            entry["read_dir"] = f"{entry['read_dir'].rsplit('/', 1)[0]}/{target}"
+        out.append(entry)
+    return out
 
 
 def _json(text: Any) -> Any:

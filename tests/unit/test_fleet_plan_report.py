@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -384,3 +385,21 @@ def test_render_lists_errors_and_the_summary():
         lines[-1]
         == "3 planned: 1 feasible, 1 infeasible, 1 without a plan; 0 deployments compared with vLLM's figures"
     )
+
+
+def test_follow_refs_points_at_the_resolved_revision():
+    (entry,) = pr.normalize_entries(
+        [{"name": "a", "group": "h100_nodes", "repo_id": "org/a", "revision": "main"}],
+        GROUPS,
+        HOSTVARS,
+        {"config_dir": "/", "vllm_version": "0.32.0"},
+    )
+    assert entry["read_ref"] == "/data/models/org/a/refs/main"
+    answers = [{"item": entry, "content": base64.b64encode(b"0123abcd\n").decode()}]
+    (followed,) = pr.follow_refs([entry], answers)
+    assert followed["read_dir"] == "/data/models/org/a/0123abcd"
+    assert (
+        pr.follow_refs([entry], [{"item": entry, "failed": True}])[0]["read_dir"] == "/data/models/org/a/main"
+    )
+    bad = [{"item": entry, "content": base64.b64encode(b"../../etc").decode()}]
+    assert pr.follow_refs([entry], bad)[0]["read_dir"] == "/data/models/org/a/main"
