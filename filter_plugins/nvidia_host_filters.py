@@ -14,6 +14,7 @@ nvidia_host_driver_plan(packages, wanted, branch, ...)  what the driver role doe
 nvidia_host_family_packages(packages, pattern, branch)  installed driver packages of a branch
 nvidia_host_other_branch_packages(packages, pattern, branch)  installed driver packages of other branches
 nvidia_host_dpkg_status(text)                           installed packages from dpkg-query (version, held)
+nvidia_host_installed_packages(text, manager)           dpkg-query / rpm -qa output as ansible_facts.packages
 nvidia_host_packages_to_install(status, names, version) packages missing or at another version
 nvidia_host_packages_to_hold(status, names)             installed packages not held yet
 """
@@ -59,6 +60,7 @@ _FILTERS = {
     "nvidia_host_family_packages": nvidia_host.family_packages,
     "nvidia_host_other_branch_packages": nvidia_host.other_branch_packages,
     "nvidia_host_dpkg_status": nvidia_host.dpkg_status,
+    "nvidia_host_installed_packages": nvidia_host.installed_packages,
     "nvidia_host_packages_to_install": nvidia_host.packages_to_install,
     "nvidia_host_packages_to_hold": nvidia_host.packages_to_hold,
 }

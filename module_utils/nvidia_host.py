@@ -364,6 +364,26 @@ def dpkg_status(text: str | None) -> dict[str, dict[str, Any]]:
     return found
 
 
+def installed_packages(text: str | None, manager: str = "apt") -> dict[str, list[dict[str, str]]]:
+    """Installed packages in the shape of ``ansible_facts.packages`` (name -> [{version}]).
+
+    ``apt``: the output of ``dpkg-query -W -f DPKG_QUERY_FORMAT``; ``dnf``: the output of
+    ``rpm -qa --qf '%{NAME} %{VERSION}\\n'`` (version without release, as RHEL driver
+    versions are written: ``580.95.05``). Reading these needs no python3-apt or dnf
+    bindings on the host.
+    """
+    if manager == "apt":
+        return {name: [{"version": info["version"]}] for name, info in dpkg_status(text).items()}
+    if manager == "dnf":
+        found: dict[str, list[dict[str, str]]] = {}
+        for line in (text or "").splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                found.setdefault(parts[0], []).append({"version": parts[1]})
+        return found
+    raise NvidiaHostError(f"'{manager}' is not a package manager this module reads: expected apt or dnf")
+
+
 def packages_to_install(
     status: Mapping[str, Any] | None, names: Iterable[str], version: str = ""
 ) -> list[str]:

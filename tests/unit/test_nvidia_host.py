@@ -374,3 +374,19 @@ def test_packages_to_hold() -> None:
     status = nvidia_host.dpkg_status(DPKG_OUTPUT)
     names = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools"]
     assert nvidia_host.packages_to_hold(status, names) == ["nvidia-container-toolkit-base"]
+
+
+def test_installed_packages() -> None:
+    assert nvidia_host.installed_packages(DPKG_OUTPUT, "apt") == {
+        "nvidia-container-toolkit": [{"version": "1.17.8-1"}],
+        "nvidia-container-toolkit-base": [{"version": "1.17.8-1"}],
+        "libnvidia-container1": [{"version": "1.17.8-1"}],
+    }
+    rpm = "nvidia-driver-cuda 580.95.05\nkmod-nvidia-open-dkms 580.95.05\nkernel 5.14.0\nkernel 5.14.1\n"
+    found = nvidia_host.installed_packages(rpm, "dnf")
+    assert found["nvidia-driver-cuda"] == [{"version": "580.95.05"}]
+    assert len(found["kernel"]) == 2
+    plan = nvidia_host.driver_plan(found, ["nvidia-driver-cuda", "kmod-nvidia-open-dkms"], "580", "580.95.05")
+    assert plan["action"] == "none"
+    with pytest.raises(nvidia_host.NvidiaHostError, match="package manager"):
+        nvidia_host.installed_packages("", "zypper")

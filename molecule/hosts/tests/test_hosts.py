@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -123,8 +124,8 @@ def test_fabricmanager_only_on_the_nvswitch_host(host):
 
 def test_nvidia_smi_reports_the_installed_driver(host):
     out = host.check_output("nvidia-smi -q")
-    assert "Driver Version                            : 580.159.04" in out
-    assert f"Attached GPUs                             : {GPUS[hostname(host)]}" in out
+    assert re.search(r"^Driver Version\s+: 580\.159\.04$", out, re.M), out[:600]
+    assert re.search(rf"^Attached GPUs\s+: {GPUS[hostname(host)]}$", out, re.M), out[:600]
 
 
 def test_docker_runtime_configured(host):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from ansible.module_utils.basic import AnsibleModule
+
 DOCUMENTATION = r"""
 ---
 module: standin_facts
@@ -20,11 +22,12 @@ author:
   - vllm-fleet maintainers
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 
 def main() -> None:
-    module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}}, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={"facts": {"type": "dict", "required": True}},
+        supports_check_mode=True,
+    )
     module.exit_json(changed=False, ansible_facts=module.params["facts"])
 
 
