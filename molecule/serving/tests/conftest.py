@@ -118,7 +118,8 @@ def wait_until_serving(url: str, key: str, timeout: float = 240) -> float:
 def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        # the scenario's own ansible.cfg (molecule's), with no fact cache that could outlive its hosts
+        "ANSIBLE_CACHE_PLUGIN": "memory",
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
         "ANSIBLE_FILTER_PLUGINS": str(REPO / "filter_plugins"),
         "ANSIBLE_LIBRARY": str(REPO / "library"),

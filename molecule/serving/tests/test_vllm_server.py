@@ -16,6 +16,7 @@ LABELS = f'model="tiny",container="{VLLM}"'
 INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
 TIMEOUT = 5
 FAILURES = 3
+REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"  # prepare.yml
 
 
 def _fact(host) -> dict:
@@ -41,7 +42,7 @@ def test_container_spec(engine, vllm_url):
     assert host_config["NetworkMode"] == f"container:{engine.api.inspect_container(GPU)['Id']}"
     assert host_config["IpcMode"] == "host"
     assert host_config["RestartPolicy"]["Name"] == "unless-stopped"
-    model_dir = "/srv/vf-serve-models/lab/tiny/main"
+    model_dir = f"/srv/vf-serve-models/lab/tiny/{REVISION}"
     assert f"{model_dir}:{model_dir}:ro" in host_config["Binds"]
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_API_KEY"]
@@ -73,7 +74,9 @@ def test_local_fact_records_the_deployment_plan_and_measurement(host, engine):
     current = _fact(host)["models"]["tiny"]["current"]
     image = engine.api.inspect_image(current["image"])
     assert current["image_id"] == image["Id"]
-    assert current["model_path"] == "/srv/vf-serve-models/lab/tiny/main" and current["revision"] == "main"
+    # the branch in the inventory (main) resolved through refs/main to the immutable revision folder
+    assert current["model_path"] == f"/srv/vf-serve-models/lab/tiny/{REVISION}"
+    assert current["revision"] == REVISION and current["requested_revision"] == "main"
     assert current["command"] == engine.api.inspect_container(VLLM)["Config"]["Cmd"]
     assert re.fullmatch(r"[0-9a-f]{16}", current["version"]) and re.fullmatch(
         r"[0-9a-f]{16}", current["config_hash"]
