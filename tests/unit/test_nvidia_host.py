@@ -11,6 +11,7 @@ from typing import Any
 import nvidia_host
 import nvidia_smi
 import pytest
+from nvidia_smi_profiles import ROOT as ROOT_DIR
 from nvidia_smi_profiles import capture
 
 
@@ -390,3 +391,24 @@ def test_installed_packages() -> None:
     assert plan["action"] == "none"
     with pytest.raises(nvidia_host.NvidiaHostError, match="package manager"):
         nvidia_host.installed_packages("", "zypper")
+
+
+def test_driver_plan_on_the_real_h200_host() -> None:
+    """The recorded state of the H200 host: driver 580 from the image, no driver package."""
+    state = ROOT_DIR / "tests" / "data" / "host-state" / "h200-device"
+    packages = {}
+    for line in (state / "dpkg-l-nvidia.txt").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] in ("ii", "hi"):
+            packages[fields[1]] = [{"version": fields[2]}]
+    assert "libnccl2" in packages  # the capture holds CUDA libraries, not the driver
+    kmod = nvidia_smi.parse_proc_version((state / "proc-driver-nvidia-version.txt").read_text())
+    assert kmod == "580.159.04"
+    ubuntu_580 = ["nvidia-headless-580-open", "nvidia-utils-580"]
+    plan = nvidia_host.driver_plan(packages, ubuntu_580, "580", "", kmod, "580.159.04")
+    assert plan["action"] == "external"
+    assert plan["reboot"] == []
+    ubuntu_570 = ["nvidia-headless-570-open", "nvidia-utils-570"]
+    other = nvidia_host.driver_plan(packages, ubuntu_570, "570", "", kmod, None)
+    assert other["action"] == "conflict"
+    assert other["running_branch"] == "580"
