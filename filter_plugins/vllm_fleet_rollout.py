@@ -1,0 +1,60 @@
+"""Filters of rolling upgrades (playbooks/upgrade.yml, playbooks/rollback.yml): thin shims over
+module_utils/fleet_rollout. Each filter is documented in its sidecar <name>.yml.
+
+fleet_rollout_plan(members, group_order, models_by_host, min_available, allow_downtime)  hosts and batches
+fleet_rollout_default_group(group_names, groups, gpu_group)   a host's rollout group
+fleet_rollout_vllm_load(metrics_text, model)                  requests running/waiting on a vLLM server
+fleet_rollout_vllm_counters(metrics_text, model)              vLLM counters a soak compares
+fleet_rollout_counters_delta(before, after)                   counters over a window
+fleet_rollout_latency_gate(measurements, baseline, factor, floor)  readiness latency vs the baseline
+fleet_rollout_snapshot(fact)                                  what runs before a change
+fleet_rollout_containers(before, fact, declared, prefix)      model -> container name
+fleet_rollout_restore_plan(before, fact, running, declared)   what a failed host needs restored
+fleet_rollout_soak_verdict(gateway, canary, vllm_delta, ...)  the canary's soak result
+fleet_rollout_merge_log_stats(parts)                          gateway log stats of several gateways
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+from fleet_rollout import access_log, gates, metrics, plan  # noqa: E402
+
+
+def _wrap(name: str, func: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, TypeError) as exc:
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+
+    call.__doc__ = func.__doc__
+    return call
+
+
+class FilterModule:
+    """Rolling upgrade data."""
+
+    def filters(self) -> dict[str, Any]:
+        table = {
+            "fleet_rollout_plan": plan.rollout_plan,
+            "fleet_rollout_default_group": plan.default_group,
+            "fleet_rollout_vllm_load": metrics.vllm_load,
+            "fleet_rollout_vllm_counters": metrics.vllm_counters,
+            "fleet_rollout_counters_delta": metrics.counters_delta,
+            "fleet_rollout_latency_gate": gates.latency_gate,
+            "fleet_rollout_snapshot": gates.snapshot,
+            "fleet_rollout_containers": gates.containers,
+            "fleet_rollout_restore_plan": gates.restore_plan,
+            "fleet_rollout_soak_verdict": gates.soak_verdict,
+            "fleet_rollout_merge_log_stats": access_log.merge_stats,
+        }
+        return {name: _wrap(name, func) for name, func in table.items()}
