@@ -186,6 +186,20 @@ CASES = [
 
 
 EXTERNAL = "driver-of-the-branch-from-elsewhere"
+FRESH = "fresh-host-in-check-mode"
+NO_DRIVER = {
+    "present": False,
+    "state": "no_driver",
+    "count": 0,
+    "gpus": [],
+    "driver_version": None,
+    "cuda_version": None,
+    "kernel_module_version": None,
+    "nvml_mismatch": False,
+    "error": "nvidia-smi not found: the NVIDIA driver is not installed on this host",
+    "topology": {},
+}
+KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0test\n-----END PGP PUBLIC KEY BLOCK-----\n"
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +210,24 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     # The H200 host's case: driver 580 mounted from the image, no driver packages: nothing to do.
     cases[EXTERNAL] = {"facts": {"nvidia_gpu": gpu_facts("h200x1")}, "roles": ["nvidia_driver"], "extra": {}}
-    return run_cases(tmp_path_factory.mktemp("preflight"), cases)
+    # A host with no driver yet, in check mode: every step says what it would do, none fails.
+    tmp = tmp_path_factory.mktemp("preflight")
+    key = tmp / "archive-key.asc"
+    key.write_text(KEY)
+    cases[FRESH] = {
+        "facts": {"nvidia_gpu": NO_DRIVER},
+        "roles": ["nvidia_driver", "nvidia_container_toolkit"],
+        "extra": {
+            "nvidia_driver_repo_url": "file:///nonexistent/cuda/",
+            "nvidia_driver_repo_key_file": str(key),
+            "nvidia_container_toolkit_repo_url": "file:///nonexistent/libnvidia-container/",
+            "nvidia_container_toolkit_repo_key_file": str(key),
+            "vllm_image_cuda_version": "12.8",
+            # this machine's kernel may not be the distribution's (no headers package to plan for)
+            "nvidia_driver_kernel_headers": False,
+        },
+    }
+    return run_cases(tmp, cases)
 
 
 @pytest.mark.parametrize(("facts", "roles", "extra", "messages"), CASES)
@@ -224,3 +255,13 @@ def test_driver_of_the_wanted_branch_from_elsewhere_is_left_alone(results: dict[
     assert "installed outside the package manager and left as it is" in text
     assert found["failures"] == 0, text[-4000:]
     assert found["changed"] == 0, text[-4000:]
+
+
+def test_fresh_host_in_check_mode_reports_the_install(results: dict[str, Any]) -> None:
+    """No driver yet: check mode plans the install, the CUDA check uses the planned branch, nothing fails."""
+    found = results[FRESH]
+    text = squash(" | ".join(found["msgs"]))
+    assert f"{FRESH}: install - driver branch 580 is not installed" in text
+    assert "CUDA of the vLLM image vs the driver not checked" not in text  # 580 plans CUDA 13.0 >= 12.8
+    assert found["failures"] == 0, text[-4000:]
+    assert found["changed"] > 0, "check mode must report the changes a first run makes"
