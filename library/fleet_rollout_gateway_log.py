@@ -26,6 +26,13 @@ options:
     description: Read at most this many bytes (the newest are kept).
     type: int
     default: 268435456
+  resolve:
+    description:
+      - C(host:port) servers to name as the gateway sees them (nginx logs addresses); returned in RV(resolved)
+        with every address the host name resolves to on the gateway.
+    type: list
+    elements: str
+    default: []
 author: vllm-fleet
 """
 
@@ -63,12 +70,40 @@ rotated:
   description: The log was shorter than the offset and was read from the start.
   type: bool
   returned: always
+resolved:
+  description: The O(resolve) servers and the C(address:port) forms they resolve to.
+  type: list
+  returned: always
 """
 
+import ipaddress  # noqa: E402
 import os  # noqa: E402
+import socket  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.fleet_rollout.access_log import upstream_stats  # noqa: E402
+
+
+def resolve(servers: list[str]) -> list[str]:
+    """Each ``host:port`` and the ``address:port`` forms nginx would log for it."""
+    out: list[str] = []
+    for server in servers:
+        out.append(server)
+        host, _, port = server.rpartition(":")
+        host = host.strip("[]")
+        try:
+            ipaddress.ip_address(host)
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, int(port), proto=socket.IPPROTO_TCP)
+        except (OSError, ValueError):
+            continue
+        for info in infos:
+            address = info[4][0]
+            out.append(f"[{address}]:{port}" if ":" in address else f"{address}:{port}")
+    return sorted(set(out))
 
 
 def main() -> None:
@@ -77,6 +112,7 @@ def main() -> None:
             path=dict(type="path", default="/var/log/nginx/access.log"),
             offset=dict(type="int", default=0),
             max_bytes=dict(type="int", default=256 * 1024 * 1024),
+            resolve=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -98,7 +134,9 @@ def main() -> None:
     if start > 0 and start != offset and lines:
         lines = lines[1:]  # the first line was cut
     stats = upstream_stats(lines)
-    module.exit_json(changed=False, size=size, rotated=rotated, **stats)
+    module.exit_json(
+        changed=False, size=size, rotated=rotated, resolved=resolve(module.params["resolve"]), **stats
+    )
 
 
 if __name__ == "__main__":

@@ -87,8 +87,10 @@ def rollout_plan(
 
     Returns ``order`` (the hosts, for the play's ``hosts``), ``batches`` (absolute sizes, for
     ``serial``), ``groups`` (``[{group, hosts, batches}]``), ``canaries`` (the first batch of
-    each group), ``label`` (host -> "group batch i/n") and ``problems`` (capacity problems,
-    empty when the plan is safe or downtime is accepted).
+    each group), ``label`` (host -> "group batch i/n"), ``next_index`` (host -> index in
+    ``order`` of the first host after its batch: ``order[next_index[host]:]`` are the hosts
+    a failure in its batch leaves untouched) and ``problems`` (capacity problems, empty when
+    the plan is safe or downtime is accepted).
     """
     by_group: dict[str, list[str]] = {}
     serial_of: dict[str, Any] = {}
@@ -113,6 +115,7 @@ def rollout_plan(
     batches: list[int] = []
     canaries: list[str] = []
     label: dict[str, str] = {}
+    next_index: dict[str, int] = {}
     for group in ordered:
         hosts = by_group[group]
         sizes = batch_sizes(serial_of[group], len(hosts), f"fleet_rollout_serial of {group}")
@@ -121,9 +124,12 @@ def rollout_plan(
         for size in sizes:
             cut.append(hosts[start : start + size])
             start += size
+        end = len(order)
         for number, batch in enumerate(cut, 1):
+            end += len(batch)
             for host in batch:
                 label[host] = f"{group} batch {number}/{len(cut)}"
+                next_index[host] = end
         groups.append({"group": group, "hosts": hosts, "batches": cut})
         order.extend(hosts)
         batches.extend(sizes)
@@ -135,6 +141,7 @@ def rollout_plan(
         "groups": groups,
         "canaries": canaries,
         "label": label,
+        "next_index": next_index,
         "problems": problems,
         "unknown_groups": unknown,
     }

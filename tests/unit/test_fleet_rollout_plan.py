@@ -102,6 +102,9 @@ def test_plan_keeps_groups_together_with_their_own_batches() -> None:
     assert plan["groups"][0]["batches"] == [["h0"], ["h1", "h2", "h3", "h4"], ["h5", "h6", "h7"]]
     assert plan["label"]["h5"] == "h100 batch 3/3"
     assert plan["label"]["r2"] == "rtx batch 2/2"
+    # a failure in h100's batch 2 leaves h5.. and the rtx group untouched
+    assert plan["order"][plan["next_index"]["h3"] :] == ["h5", "h6", "h7", "r1", "r2"]
+    assert plan["next_index"]["h0"] == 1 and plan["next_index"]["r2"] == 10
     assert plan["problems"] == []
 
 

@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""Rolling upgrades under load: does any client request fail while the fleet changes version?
+
+Brings up a gateway and three GPU nodes (systemd containers, the real CPU vLLM beside each node
+in its network namespace, real nginx), deploys version A host by host, then, while streaming
+clients (default 4) keep sending completions through the gateway:
+
+  upgrade      playbooks/upgrade.yml moves the three hosts to version B (a second image tag)
+  never-ready  a canary whose image never becomes healthy: rolled back, the others keep B
+  bad-args     a canary with an argument vLLM rejects: rolled back, the others keep B
+  rollback     playbooks/rollback.yml returns every host to version A
+
+and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
+duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
+
+Bounded: each phase's load stops with its playbook (and at --phase-timeout); clients only talk to
+loopback or private addresses (the benchmark's own network). Everything it creates is named
+vf-up-bench-* and removed at the end (--keep leaves it up; `down` removes it).
+
+Usage (from the repository root, as root, on the machine's Docker engine):
+  benchmarks/upgrade_under_load.py [run] [--clients 4] [--max-tokens 128] [--phases upgrade,never-ready,...]
+  benchmarks/upgrade_under_load.py up | down
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PREFIX = "vf-up-bench"
+NETWORK = PREFIX
+MODELS_DIR = f"/srv/{PREFIX}/models"
+NODES = [f"{PREFIX}-gpu{i}" for i in (1, 2, 3)]
+GATEWAY = f"{PREFIX}-gateway"
+LABEL = "io.vllm-fleet.test=upgrade-bench"
+REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"
+BACKEND_KEY = "vf-up-bench-backend-0123456789abcdef"  # test-only secrets
+CLIENT_KEY = "vf-up-bench-client-0123456789abcdef"
+GATEWAY_PORT = 8080
+
+
+# ---------------------------------------------------------------------------------------------
+# Load: streaming completions through the gateway, each checked for its final [DONE]
+
+
+def classify_stream(status: int | None, lines: list[bytes], error: str | None = None) -> str:
+    """``ok``: HTTP 200, at least one chunk, ends with ``data: [DONE]``; ``truncated``: HTTP 200
+    but the stream stopped (or carried an error event) before ``[DONE]``; ``failed``: no 200."""
+    if status != 200:
+        return "failed"
+    chunks = 0
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return "ok" if chunks > 0 and error is None else "truncated"
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return "truncated"
+        if isinstance(event, dict) and event.get("error"):
+            return "truncated"
+        chunks += 1
+    return "truncated"
+
+
+@dataclass
+class LoadStats:
+    sent: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes["failed"]
+
+    @property
+    def truncated(self) -> int:
+        return self.outcomes["truncated"]
+
+    def summary(self) -> str:
+        ttft = sorted(self.ttft)
+        p50 = ttft[len(ttft) // 2] if ttft else float("nan")
+        p99 = ttft[min(len(ttft) - 1, int(len(ttft) * 0.99))] if ttft else float("nan")
+        return (
+            f"sent {self.sent}, ok {self.outcomes['ok']}, failed {self.failed}, truncated {self.truncated} "
+            f"in {self.seconds:.0f} s; TTFT p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
+            + (f"; statuses {dict(self.statuses)}" if set(self.statuses) - {200} else "")
+        )
+
+
+def _private_url(url: str) -> urllib.parse.SplitResult:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        address = ipaddress.ip_address(parts.hostname or "")
+    except ValueError:
+        raise SystemExit(f"load: {url}: give an IP address (loopback or private)") from None
+    if not (address.is_loopback or address.is_private):
+        raise SystemExit(f"load: {url} is not a loopback or private address; refusing to send load there")
+    return parts
+
+
+class StreamLoad:
+    """``clients`` threads sending streaming completions back to back until stopped, at most
+    ``max_requests`` in all and ``max_seconds`` long. A fresh connection per request."""
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        model: str = "tiny",
+        clients: int = 4,
+        max_tokens: int = 128,
+        max_seconds: float = 1800,
+        max_requests: int = 200_000,
+        request_timeout: float = 120,
+    ) -> None:
+        self.parts = _private_url(url)
+        self.key = key
+        self.body = json.dumps(
+            {"model": model, "prompt": "Hello", "max_tokens": max_tokens, "stream": True, "ignore_eos": True}
+        ).encode()
+        self.clients = clients
+        self.max_seconds = max_seconds
+        self.max_requests = max_requests
+        self.request_timeout = request_timeout
+        self.stats = LoadStats()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._started = 0.0
+
+    def one(self) -> tuple[str, int | None, str | None, float | None]:
+        start = time.monotonic()
+        conn = http.client.HTTPConnection(
+            self.parts.hostname, self.parts.port or 80, timeout=self.request_timeout
+        )
+        status: int | None = None
+        lines: list[bytes] = []
+        error: str | None = None
+        first: float | None = None
+        try:
+            conn.request(
+                "POST",
+                "/v1/completions",
+                body=self.body,
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"},
+            )
+            resp = conn.getresponse()
+            status = resp.status
+            if status != 200:
+                error = resp.read(300).decode("utf-8", "replace")
+            else:
+                for raw in resp:
+                    if first is None and raw.strip():
+                        first = time.monotonic() - start
+                    lines.append(raw)
+        except (OSError, http.client.HTTPException) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            conn.close()
+        return classify_stream(status, lines, error if status == 200 else None), status, error, first
+
+    def _client(self) -> None:
+        while not self._stop.is_set() and time.monotonic() - self._started < self.max_seconds:
+            with self._lock:
+                if self.stats.sent >= self.max_requests:
+                    return
+                self.stats.sent += 1
+            outcome, status, error, first = self.one()
+            with self._lock:
+                self.stats.outcomes[outcome] += 1
+                self.stats.statuses[status] += 1
+                if first is not None and outcome == "ok":
+                    self.stats.ttft.append(first)
+                if outcome != "ok" and len(self.stats.errors) < 10:
+                    self.stats.errors.append(f"{time.strftime('%H:%M:%S')} {outcome} {status}: {error}")
+
+    def start(self) -> StreamLoad:
+        self._started = time.monotonic()
+        self._threads = [threading.Thread(target=self._client, daemon=True) for _ in range(self.clients)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> LoadStats:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self.request_timeout + 5)
+        self.stats.seconds = time.monotonic() - self._started
+        return self.stats
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark's fleet: systemd containers on the machine's Docker engine
+
+
+def sh(*args: str, check: bool = True, capture: bool = True, timeout: float = 600) -> str:
+    result = subprocess.run(args, capture_output=capture, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return result.stdout if capture else ""
+
+
+def bootstrap_env() -> dict[str, str]:
+    """The project's tooling environment (bin/bootstrap --vllm prints `export K=V` lines)."""
+    out = sh(str(REPO / "bin" / "bootstrap"), "--vllm", timeout=3600)
+    env = dict(os.environ)
+    for line in out.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export ") :].split("=", 1)
+            env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
+    for key in ("MOLECULE_IMAGE", "VLLM_FLEET_VLLM_IMAGE"):
+        if not env.get(key):
+            raise SystemExit(f"bin/bootstrap --vllm did not export {key}")
+    return env
+
+
+def inventory(vllm_image: str) -> dict:
+    gpu_vars = {
+        "lab_gpu_profile": "h200x1",
+        "vllm_server_api_key": BACKEND_KEY,
+        "vllm_server_image": vllm_image,
+        "vllm_server_vllm_version": "0.32.0",
+        "vllm_server_image_source": "local",
+        "vllm_server_network_mode": "container:{{ inventory_hostname }}",
+        "vllm_server_container_prefix": "{{ inventory_hostname }}-vllm-",
+        "vllm_server_container_labels": {"io.vllm-fleet.test": "upgrade-bench"},
+        "vllm_server_gpu_requests": False,
+        "vllm_server_ready_timeout_base": 420,
+        "vllm_server_models": [
+            {
+                "name": "tiny",
+                "path": f"{MODELS_DIR}/lab/tiny/main",
+                "revision": "main",
+                "port": 8000,
+                "overrides": {
+                    "max_model_len": 512,
+                    "dtype": "float32",
+                    "enforce_eager": True,
+                    "max_num_seqs": 16,
+                },
+                "extra_args": ["--kv-cache-memory-bytes", "64M"],
+            }
+        ],
+        # a CPU build on a shared 2-core machine: latency is noisy, startup is slow
+        "fleet_rollout_gate_latency_floor": 3.0,
+        "fleet_rollout_gate_timeout": 420,
+    }
+    return {
+        "all": {
+            "vars": {
+                "ansible_connection": "community.docker.docker",
+                "ansible_python_interpreter": "/usr/bin/python3",
+            },
+            "children": {
+                "gateways": {
+                    "hosts": {GATEWAY: {}},
+                    "vars": {
+                        "gateway_backend_api_key": BACKEND_KEY,
+                        "gateway_client_keys": [{"name": "bench", "key": CLIENT_KEY}],
+                        "gateway_rate_limit_tiers": {"default": {"rate": "200r/s", "burst": 400}},
+                        "gateway_http_port": GATEWAY_PORT,
+                    },
+                },
+                "gpu_nodes": {
+                    "children": {"bench_h200": {"hosts": {n: {} for n in NODES}}},
+                    "vars": gpu_vars,
+                },
+            },
+        }
+    }
+
+
+class Bench:
+    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+        self.env = {
+            **env,
+            "ANSIBLE_CACHE_PLUGIN": "memory",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+        }
+        self.vllm_image = env["VLLM_FLEET_VLLM_IMAGE"]
+        self.base_image = env["MOLECULE_IMAGE"]
+        self.workdir = workdir
+        self.inventory = workdir / "hosts.yml"
+        self.inventory.write_text(json.dumps(inventory(self.vllm_image), indent=1))
+        self.image_b = f"{PREFIX}/vllm-cpu:b"
+        self.image_never = f"{PREFIX}/vllm-cpu:never-ready"
+        self.logs: dict[str, str] = {}
+
+    # -- fleet
+    def up(self) -> None:
+        if sh("docker", "network", "ls", "-q", "--filter", f"name=^{NETWORK}$").strip() == "":
+            sh("docker", "network", "create", "--label", LABEL, NETWORK)
+        os.makedirs(MODELS_DIR, exist_ok=True)
+        for name in [GATEWAY, *NODES]:
+            if sh("docker", "ps", "-q", "--filter", f"name=^{name}$").strip():
+                continue
+            sh("docker", "rm", "-f", name, check=False)
+            extra = (
+                ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{MODELS_DIR}:{MODELS_DIR}"]
+                if name != GATEWAY
+                else []
+            )
+            sh(
+                "docker", "run", "-d", "--name", name, "--hostname", name.rsplit("-", 1)[-1],
+                "--label", LABEL, "--network", NETWORK, "--cap-add", "SYS_ADMIN",
+                "--tmpfs", "/run", "--tmpfs", "/run/lock",
+                "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "-e", "container=docker", *extra,
+                self.base_image, "/lib/systemd/systemd",
+            )  # fmt: skip
+        # the tiny model in the model_weights layout: an immutable revision folder and refs/main
+        sh(
+            "docker", "run", "--rm", "--label", LABEL, "--entrypoint", "/bin/sh", "-v", f"{MODELS_DIR}:/out",
+            self.vllm_image, "-c",
+            f"rm -rf /out/lab && mkdir -p /out/lab/tiny/{REVISION} /out/lab/tiny/refs "
+            f"&& cp -a /models/tiny/. /out/lab/tiny/{REVISION}/ "
+            f"&& printf %s {REVISION} > /out/lab/tiny/refs/main",
+        )  # fmt: skip
+        # version B: the same image under a second tag; an image that never becomes ready
+        sh("docker", "tag", self.vllm_image, self.image_b)
+        if not sh("docker", "images", "-q", self.image_never).strip():
+            cid = sh("docker", "create", "--label", LABEL, self.vllm_image).strip()
+            try:
+                sh("docker", "commit", "--change", 'ENTRYPOINT ["/bin/sh", "-c", "sleep infinity", "--"]',
+                   cid, self.image_never)  # fmt: skip
+            finally:
+                sh("docker", "rm", cid)
+        self.playbook("prepare", "tests/lab/prepare.yml", check=True)
+        # version A, one host at a time (vLLM's start is CPU heavy), then the gateway
+        for node in NODES:
+            self.playbook(f"serve {node}", "playbooks/serve.yml", "--limit", node, check=True)
+        self.playbook("gateway", "playbooks/gateway.yml", check=True)
+        self.wait_serving()
+
+    def down(self) -> None:
+        ids = sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
+        ids += sh("docker", "ps", "-aq", "--filter", "label=io.vllm-fleet.test=upgrade-bench").split()
+        if ids:
+            sh("docker", "rm", "-f", *sorted(set(ids)), check=False)
+        sh("docker", "network", "rm", NETWORK, check=False)
+        for image in (self.image_b, self.image_never):
+            sh("docker", "rmi", image, check=False)
+        sh("rm", "-rf", f"/srv/{PREFIX}", check=False)
+
+    def gateway_url(self) -> str:
+        address = sh(
+            "docker", "inspect", "-f", f"{{{{.NetworkSettings.Networks.{NETWORK}.IPAddress}}}}", GATEWAY
+        )
+        return f"http://{address.strip()}:{GATEWAY_PORT}"
+
+    def wait_serving(self, timeout: float = 600) -> None:
+        load = StreamLoad(self.gateway_url(), CLIENT_KEY, clients=1, max_tokens=4)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if load.one()[0] == "ok":
+                return
+            time.sleep(3)
+        raise RuntimeError(f"the gateway {self.gateway_url()} did not serve within {timeout} s")
+
+    def playbook(self, name: str, playbook: str, *args: str, check: bool = False) -> tuple[int, float, str]:
+        start = time.monotonic()
+        result = subprocess.run(
+            ["ansible-playbook", "-i", str(self.inventory), playbook, *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=5400,
+        )
+        seconds = time.monotonic() - start
+        output = result.stdout + result.stderr
+        self.logs[name] = output
+        (self.workdir / f"{name.replace(' ', '_')}.log").write_text(output)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{name}: ansible-playbook {playbook} failed:\n{output[-4000:]}")
+        return result.returncode, seconds, output
+
+    # -- what runs
+    def state(self) -> dict[str, dict]:
+        out = {}
+        for node in NODES:
+            container = f"{node}-vllm-tiny"
+            attrs = json.loads(sh("docker", "inspect", container, check=False) or "[{}]")[0]
+            fact_text = sh("docker", "exec", node, "cat", "/etc/ansible/facts.d/vllm_fleet.fact", check=False)
+            fact = json.loads(fact_text or "{}")
+            current = ((fact.get("models") or {}).get("tiny") or {}).get("current") or {}
+            out[node] = {
+                "image": (attrs.get("Config") or {}).get("Image"),
+                "started": (attrs.get("State") or {}).get("StartedAt"),
+                "running": (attrs.get("State") or {}).get("Running"),
+                "recorded_image": current.get("image"),
+                "version": current.get("version"),
+            }
+        return out
+
+    def phase(self, name: str, playbook: str, extra: dict | None, clients: int, max_tokens: int) -> dict:
+        before = self.state()
+        self.wait_serving()
+        load = StreamLoad(self.gateway_url(), CLIENT_KEY, clients=clients, max_tokens=max_tokens).start()
+        time.sleep(5)  # the load is flowing before the playbook starts
+        args = ["-e", json.dumps(extra)] if extra else []
+        rc, seconds, output = self.playbook(name, playbook, *args)
+        time.sleep(5)
+        stats = load.stop()
+        return {"name": name, "rc": rc, "seconds": seconds, "load": stats, "before": before,
+                "after": self.state(), "output": output}  # fmt: skip
+
+
+def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
+    """What must hold after each phase; returns the problems."""
+    name, before, after, output = result["name"], result["before"], result["after"], result["output"]
+    problems = []
+    stats: LoadStats = result["load"]
+    if stats.failed or stats.truncated:
+        problems.append(f"clients saw {stats.failed} failed and {stats.truncated} truncated requests")
+    if stats.sent < 10:
+        problems.append(f"only {stats.sent} requests were sent")
+    not_running = [n for n, s in after.items() if not s["running"]]
+    if not_running:
+        problems.append(f"vLLM not running on {', '.join(not_running)}")
+    if name in ("upgrade", "rollback"):
+        want = image_b if name == "upgrade" else image_a
+        if result["rc"] != 0:
+            problems.append(f"the playbook failed (rc {result['rc']})")
+        wrong = [n for n, s in after.items() if s["image"] != want or s["recorded_image"] != want]
+        if wrong:
+            problems.append(f"{', '.join(wrong)} do not run {want}")
+    else:
+        canary = NODES[0]
+        if result["rc"] == 0:
+            problems.append("the playbook succeeded with a bad canary")
+        for needle in (
+            f"of {canary}",
+            "runs the version it ran before again",
+            "stops here: 2 host(s) not reached",
+        ):
+            if needle not in output:
+                problems.append(f"the failure message lacks {needle!r}")
+        if (
+            after[canary]["version"] != before[canary]["version"]
+            or after[canary]["image"] != before[canary]["image"]
+        ):
+            problems.append(f"the canary {canary} was not returned to {before[canary]['image']}")
+        for node in NODES[1:]:
+            if after[node]["started"] != before[node]["started"]:
+                problems.append(f"{node} was touched (its container restarted)")
+    return problems
+
+
+def failure_message(output: str) -> str:
+    for line in output.splitlines():
+        if '"msg":' in line and "failed at" in line:
+            return line.split('"msg":', 1)[1].strip().strip('",')[:600]
+    return ""
+
+
+def _workdir(args: argparse.Namespace) -> Path:
+    if args.workdir:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
+        return Path(args.workdir)
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}-"))
+
+
+def run(args: argparse.Namespace) -> int:
+    env = bootstrap_env()
+    workdir = _workdir(args)
+    bench = Bench(env, workdir)
+    image_a = bench.vllm_image
+    print(f"upgrade under load: logs in {workdir}", flush=True)
+    t0 = time.monotonic()
+    results = []
+    failed = False
+    try:
+        bench.up()
+        print(
+            f"fleet up (gateway + {len(NODES)} nodes, version A) in {time.monotonic() - t0:.0f} s", flush=True
+        )
+        small = {
+            "vllm_server_ready_timeout_base": 90,
+            "vllm_server_ready_timeout_max": 90,
+            "fleet_rollout_gate_timeout": 30,
+        }
+        models_b = inventory(image_a)["all"]["children"]["gpu_nodes"]["vars"]["vllm_server_models"]
+        bad_args = [{**models_b[0], "extra_args": [*models_b[0]["extra_args"], "--no-such-flag"]}]
+        phases = {
+            "upgrade": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_b}),
+            "never-ready": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_never, **small}),
+            "bad-args": (
+                "playbooks/upgrade.yml",
+                {"vllm_server_image": bench.image_b, "vllm_server_models": bad_args},
+            ),
+            "rollback": ("playbooks/rollback.yml", None),
+        }
+        for name in args.phases.split(","):
+            playbook, extra = phases[name]
+            print(f"--- {name}: {playbook} {json.dumps(extra) if extra else ''}", flush=True)
+            result = bench.phase(name, playbook, extra, args.clients, args.max_tokens)
+            result["problems"] = check_phase(result, image_a, bench.image_b)
+            results.append(result)
+            print(
+                f"    rc {result['rc']}, {result['seconds']:.0f} s; load: {result['load'].summary()}",
+                flush=True,
+            )
+            if name not in ("upgrade", "rollback"):
+                print(f"    message: {failure_message(result['output'])}", flush=True)
+            for error in result["load"].errors:
+                print(f"    client error: {error}", flush=True)
+            for problem in result["problems"]:
+                print(f"    PROBLEM: {problem}", flush=True)
+            failed = failed or bool(result["problems"])
+    except Exception as exc:  # noqa: BLE001  # report, then clean up
+        print(f"upgrade under load: {exc}", file=sys.stderr)
+        failed = True
+    finally:
+        if not args.keep:
+            bench.down()
+    print()
+    print(f"{'phase':<12} {'rc':>3} {'seconds':>8} {'sent':>6} {'failed':>6} {'truncated':>9}  checks")
+    for r in results:
+        stats = r["load"]
+        checks = "ok" if not r["problems"] else "; ".join(r["problems"])
+        print(f"{r['name']:<12} {r['rc']:>3} {r['seconds']:>8.0f} {stats.sent:>6} {stats.failed:>6} "
+              f"{stats.truncated:>9}  {checks}")  # fmt: skip
+    print(
+        f"total {time.monotonic() - t0:.0f} s; {args.clients} streaming clients, max_tokens {args.max_tokens}"
+    )
+    print("result:", "FAILED" if failed else "0 failed, 0 truncated in every phase; every check passed")
+    return 1 if failed else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down"])
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--phases", default="upgrade,never-ready,bad-args,rollback")
+    parser.add_argument("--keep", action="store_true", help="leave the fleet up after the run")
+    parser.add_argument("--workdir", help="where the inventory and logs go (default: a new temporary folder)")
+    args = parser.parse_args()
+    if args.action == "run":
+        return run(args)
+    env = bootstrap_env()
+    bench = Bench(env, _workdir(args))
+    if args.action == "up":
+        bench.up()
+        print(f"up: gateway {bench.gateway_url()} (key {CLIENT_KEY}), inventory {bench.inventory}")
+    else:
+        bench.down()
+        print("down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The under-load benchmark's client: what counts as ok, failed and truncated, and where it may send load."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from upgrade_under_load import StreamLoad, check_phase, classify_stream  # noqa: E402
+
+CHUNK = b'data: {"id":"c","choices":[{"text":"a","index":0}]}\n'
+
+
+@pytest.mark.parametrize(
+    ("status", "lines", "error", "expected"),
+    [
+        (200, [CHUNK, b"\n", CHUNK, b"data: [DONE]\n"], None, "ok"),
+        (200, [CHUNK, CHUNK], None, "truncated"),  # the stream stopped before [DONE]
+        (200, [b"data: [DONE]\n"], None, "truncated"),  # no chunk at all
+        (
+            200,
+            [CHUNK, b'data: {"error": {"message": "engine dead"}}\n', b"data: [DONE]\n"],
+            None,
+            "truncated",
+        ),
+        (200, [CHUNK, b"data: {not json\n", b"data: [DONE]\n"], None, "truncated"),
+        (200, [CHUNK, b"data: [DONE]\n"], "RemoteDisconnected", "truncated"),
+        (503, [], "backend_unavailable", "failed"),
+        (None, [], "ConnectionRefusedError", "failed"),
+        (429, [], None, "failed"),
+    ],
+)
+def test_classify_stream(status: int | None, lines: list[bytes], error: str | None, expected: str) -> None:
+    assert classify_stream(status, lines, error) == expected
+
+
+@pytest.mark.parametrize("url", ["http://8.8.8.8:8080", "http://example.com:8080"])
+def test_load_only_goes_to_loopback_or_private_addresses(url: str) -> None:
+    with pytest.raises(SystemExit):
+        StreamLoad(url, "key")
+
+
+def test_load_accepts_the_benchmark_networks() -> None:
+    assert StreamLoad("http://172.18.0.5:8080", "key").parts.port == 8080
+    assert StreamLoad("http://127.0.0.1:8080", "key").parts.hostname == "127.0.0.1"
+
+
+def _state(image: str, started: str, version: str) -> dict:
+    return {"image": image, "recorded_image": image, "started": started, "running": True, "version": version}
+
+
+NODES = ["vf-up-bench-gpu1", "vf-up-bench-gpu2", "vf-up-bench-gpu3"]
+
+
+def _result(name: str, rc: int, after: dict, output: str = "", failed: int = 0) -> dict:
+    from upgrade_under_load import LoadStats
+
+    stats = LoadStats(sent=40)
+    stats.outcomes["ok"] = 40 - failed
+    stats.outcomes["failed"] = failed
+    before = {n: _state("a", "t0", "va") for n in NODES}
+    return {"name": name, "rc": rc, "before": before, "after": after, "output": output, "load": stats}
+
+
+BAD_OUTPUT = " ... ".join(
+    [
+        "Upgrade of vf-up-bench-gpu1",
+        "runs the version it ran before again",
+        "stops here: 2 host(s) not reached",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("result", "needle"),
+    [
+        (_result("upgrade", 0, {n: _state("b", "t1", "vb") for n in NODES}), None),
+        (_result("upgrade", 0, {n: _state("b", "t1", "vb") for n in NODES}, failed=1), "1 failed"),
+        (_result("upgrade", 2, {n: _state("b", "t1", "vb") for n in NODES}), "the playbook failed"),
+        (
+            _result(
+                "upgrade",
+                0,
+                {**{n: _state("b", "t1", "vb") for n in NODES}, NODES[2]: _state("a", "t0", "va")},
+            ),
+            "vf-up-bench-gpu3 do not run b",
+        ),  # fmt: skip
+        (_result("bad-args", 2, {n: _state("a", "t0", "va") for n in NODES}, BAD_OUTPUT), None),
+        (_result("bad-args", 0, {n: _state("a", "t0", "va") for n in NODES}, BAD_OUTPUT), "succeeded"),
+        (
+            _result(
+                "bad-args",
+                2,
+                {**{n: _state("a", "t0", "va") for n in NODES}, NODES[1]: _state("a", "t9", "va")},
+                BAD_OUTPUT,
+            ),
+            "vf-up-bench-gpu2 was touched",
+        ),  # fmt: skip
+        (
+            _result(
+                "bad-args",
+                2,
+                {**{n: _state("a", "t0", "va") for n in NODES}, NODES[0]: _state("x", "t9", "vx")},
+                BAD_OUTPUT,
+            ),
+            "was not returned",
+        ),  # fmt: skip
+        (_result("bad-args", 2, {n: _state("a", "t0", "va") for n in NODES}, "boom"), "lacks"),
+    ],
+)
+def test_check_phase(result: dict, needle: str | None) -> None:
+    problems = check_phase(result, "a", "b")
+    if needle is None:
+        assert problems == []
+    else:
+        assert any(needle in p for p in problems), problems
