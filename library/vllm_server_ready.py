@@ -66,6 +66,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description: Whether the server generated tokens within the timeout.
+  type: bool
+  returned: always except in check mode
 health_seconds:
   description: Seconds until C(/health) answered 200.
   type: float
@@ -235,9 +239,12 @@ def main():
         tail = [line for line in text.splitlines() if "Route:" not in line][-40:]
         message = f"{p['model']} at {p['url']} is not ready: {reason}"
         if diagnosis["code"] != "unknown" or diagnosis["line"]:
-            message += f". vLLM says: {diagnosis['line'] or diagnosis['message']}. {diagnosis['message']}"
+            said = diagnosis["line"] or diagnosis["message"]
+            message += f". vLLM says: {said}. {diagnosis['message'].rstrip('.')}"
         message += f". See the log: docker logs {name}" if name else ""
-        module.fail_json(msg=message, diagnosis=diagnosis, log_tail=tail, **result, **(info or {}))
+        module.fail_json(
+            msg=message, ready=False, diagnosis=diagnosis, log_tail=tail, **result, **(info or {})
+        )
 
     start = time.monotonic()
     deadline = start + p["timeout"]
@@ -299,7 +306,7 @@ def main():
         except DockerError as exc:
             module.warn(f"could not read the log of {name}: {exc}")
     result["ready_seconds"] = round(time.monotonic() - start, 2)
-    module.exit_json(**result)
+    module.exit_json(ready=True, **result)
 
 
 if __name__ == "__main__":

@@ -133,5 +133,5 @@ def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
         cwd=str(REPO),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
     )

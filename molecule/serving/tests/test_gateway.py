@@ -34,7 +34,7 @@ def _error(body: bytes) -> dict:
     return data["error"]
 
 
-def test_chat_completion_with_a_valid_key(gateway_url, keys):
+def test_chat_completion_with_a_valid_key(host, gateway_url, keys):
     status, headers, body = chat(gateway_url, keys["alice"], max_tokens=8)
     assert status == 200, body
     data = json.loads(body)
@@ -43,19 +43,20 @@ def test_chat_completion_with_a_valid_key(gateway_url, keys):
     assert headers.get("X-Request-Id")
 
 
-def test_models_lists_the_routed_models(gateway_url, keys):
+def test_models_lists_the_routed_models(host, gateway_url, keys):
     status, _, body = call(f"{gateway_url}/v1/models", keys["bob"])
     assert status == 200
     assert [m["id"] for m in json.loads(body)["data"]] == ["tiny"]
 
 
-def test_streaming_chunks_arrive_incrementally(gateway_url, keys):
+def _stream_arrivals(gateway_url: str, key: str, max_tokens: int) -> list[float]:
+    """Seconds from the request to each SSE chunk of a streaming chat completion."""
     parsed = urllib.parse.urlparse(gateway_url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
     body = {
         "model": "tiny",
         "messages": [{"role": "user", "content": "Hello"}],
-        "max_tokens": 96,
+        "max_tokens": max_tokens,
         "ignore_eos": True,
         "stream": True,
     }
@@ -64,7 +65,7 @@ def test_streaming_chunks_arrive_incrementally(gateway_url, keys):
         "POST",
         "/v1/chat/completions",
         json.dumps(body),
-        {"Authorization": f"Bearer {keys['alice']}", "Content-Type": "application/json"},
+        {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
     resp = conn.getresponse()
     assert resp.status == 200
@@ -82,11 +83,25 @@ def test_streaming_chunks_arrive_incrementally(gateway_url, keys):
             arrivals.append(time.monotonic() - start)
     conn.close()
     assert done, "the stream ended without [DONE]"
-    assert len(arrivals) >= 90, len(arrivals)
-    first, last = arrivals[0], arrivals[-1]
-    # chunks are passed on as vLLM produces them, not buffered until the end
-    assert last - first > 0.1, arrivals
-    assert first < last / 2, f"first chunk at {first:.3f} s, last at {last:.3f} s"
+    # vLLM merges tokens into fewer chunks when its API server falls behind
+    assert len(arrivals) >= 10, len(arrivals)
+    return arrivals
+
+
+def test_streaming_chunks_arrive_incrementally(host, gateway_url, keys):
+    """Chunks are passed on as vLLM produces them, not held until the end.
+
+    A buffering proxy fails every attempt; on a starved CPU vLLM itself may now and then
+    flush a whole answer at once, hence up to three attempts.
+    """
+    spans = []
+    for _ in range(3):
+        arrivals = _stream_arrivals(gateway_url, keys["alice"], 400)
+        first, last = arrivals[0], arrivals[-1]
+        spans.append((round(first, 3), round(last, 3)))
+        if last - first > 0.1 and first < last / 2:
+            return
+    raise AssertionError(f"every stream arrived in one burst (first, last chunk in s): {spans}")
 
 
 @pytest.mark.parametrize(
@@ -94,7 +109,7 @@ def test_streaming_chunks_arrive_incrementally(gateway_url, keys):
     [(None, "missing_api_key"), ("wrong-key-0123456789abcdef", "invalid_api_key"), ("", "missing_api_key")],
 )
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models"])
-def test_401_without_a_valid_key(gateway_url, key, code, path):
+def test_401_without_a_valid_key(host, gateway_url, key, code, path):
     body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}]} if "chat" in path else None
     status, headers, raw = call(f"{gateway_url}{path}", key, body)
     assert status == 401
@@ -103,12 +118,12 @@ def test_401_without_a_valid_key(gateway_url, key, code, path):
     assert error["code"] == code and error["type"] == "invalid_request_error"
 
 
-def test_backend_key_is_not_a_client_key(gateway_url, keys):
+def test_backend_key_is_not_a_client_key(host, gateway_url, keys):
     status, _, raw = chat(gateway_url, keys["backend"])
     assert status == 401 and _error(raw)["code"] == "invalid_api_key"
 
 
-def test_unknown_model_is_an_openai_404(gateway_url, keys):
+def test_unknown_model_is_an_openai_404(host, gateway_url, keys):
     status, _, raw = chat(gateway_url, keys["alice"], model="gpt-4o")
     assert status == 404
     error = _error(raw)
@@ -119,7 +134,7 @@ def test_unknown_model_is_an_openai_404(gateway_url, keys):
     ("body", "status", "code"),
     [("not json", 400, "invalid_json"), (json.dumps({"messages": []}), 400, "missing_model")],
 )
-def test_bad_bodies_are_openai_errors(gateway_url, keys, body, status, code):
+def test_bad_bodies_are_openai_errors(host, gateway_url, keys, body, status, code):
     parsed = urllib.parse.urlparse(gateway_url)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
     conn.request("POST", "/v1/chat/completions", body, {"Authorization": f"Bearer {keys['alice']}"})
@@ -128,7 +143,7 @@ def test_bad_bodies_are_openai_errors(gateway_url, keys, body, status, code):
     assert _error(resp.read())["code"] == code
 
 
-def test_429_past_the_rate_limit_for_that_key_only(gateway_url, keys):
+def test_429_past_the_rate_limit_for_that_key_only(host, gateway_url, keys):
     statuses = []
     limited = None
     for _ in range(8):  # tier "tight": 6 requests/minute, burst 2
@@ -148,14 +163,14 @@ def test_429_past_the_rate_limit_for_that_key_only(gateway_url, keys):
 @pytest.mark.parametrize(
     "path", ["/metrics", "/health/../metrics", "/v1/../metrics", "/tokenize", "/version"]
 )
-def test_vllm_endpoints_are_not_exposed(gateway_url, keys, path):
+def test_vllm_endpoints_are_not_exposed(host, gateway_url, keys, path):
     status, _, raw = call(f"{gateway_url}{path}", keys["alice"])
     assert status == 404
     assert b"vllm:" not in raw
     assert _error(raw)["code"] == "unknown_url"
 
 
-def test_vllm_port_not_reachable_from_the_public_side(engine, keys):
+def test_vllm_port_not_reachable_from_the_public_side(host, engine, keys):
     """A client on the gateway's public network reaches the gateway, not vLLM."""
     gpu_ip = ip_on(engine, GPU, INTERNAL_NET)
     script = (
@@ -171,7 +186,7 @@ def test_vllm_port_not_reachable_from_the_public_side(engine, keys):
     assert "direct=000" in out and "via_gateway=000" in out, out
 
 
-def test_tls_with_the_self_signed_certificate(engine, keys):
+def test_tls_with_the_self_signed_certificate(host, engine, keys):
     address = ip_on(engine, GATEWAY, PUBLIC_NET)
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -209,7 +224,7 @@ def test_gateway_config_is_streaming_safe(host):
     host.run_expect([0], "nginx -t -q")
 
 
-def test_drain_refuses_to_take_the_last_replica(gateway_url, keys):
+def test_drain_refuses_to_take_the_last_replica(host, gateway_url, keys):
     result = run_playbook("molecule/serving/drain.yml")
     assert result.returncode != 0
     assert "gateway_drain_allow_downtime" in result.stdout + result.stderr
