@@ -135,3 +135,10 @@ def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=900,
     )
+
+
+def explain(result: subprocess.CompletedProcess) -> str:
+    """The error lines and the end of an ansible-playbook run, for assertion messages."""
+    lines = (result.stdout + result.stderr).splitlines()
+    errors = [line for line in lines if line.startswith(("fatal:", "failed:", "[ERROR]"))]
+    return "\n".join(errors[-10:] + ["..."] + lines[-40:])

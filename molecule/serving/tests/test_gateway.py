@@ -19,6 +19,7 @@ from conftest import (
     VLLM_PORT,
     call,
     chat,
+    explain,
     ip_on,
     run_playbook,
     wait_until_serving,
@@ -234,19 +235,19 @@ def test_drain_refuses_to_take_the_last_replica(host, gateway_url, keys):
 def test_drain_holds_across_gateway_runs_and_undrain_restores(host, gateway_url, keys):
     drained = run_playbook("molecule/serving/drain.yml", "-e", "gateway_drain_allow_downtime=true")
     try:
-        assert drained.returncode == 0, drained.stdout[-3000:]
+        assert drained.returncode == 0, explain(drained)
         assert host.file(f"/etc/nginx/vllm-fleet/drained/{GPU}").exists
         status, _, raw = chat(gateway_url, keys["alice"])
         assert status == 503 and _error(raw)["code"] == "backend_unavailable"
         # a normal gateway run keeps the drain and changes nothing
         again = run_playbook("playbooks/gateway.yml")
-        assert again.returncode == 0, again.stdout[-3000:]
+        assert again.returncode == 0, explain(again)
         recap = [line for line in again.stdout.splitlines() if line.startswith(GATEWAY)]
         assert recap and "changed=0" in recap[0], recap
         assert " down;" in host.file("/etc/nginx/vllm-fleet/upstreams.conf").content_string
     finally:
         undrained = run_playbook("molecule/serving/drain.yml", "-e", "vf_serve_action=undrain")
-    assert undrained.returncode == 0, undrained.stdout[-3000:]
+    assert undrained.returncode == 0, explain(undrained)
     assert not host.file(f"/etc/nginx/vllm-fleet/drained/{GPU}").exists
     assert " down;" not in host.file("/etc/nginx/vllm-fleet/upstreams.conf").content_string
     wait_until_serving(gateway_url, keys["alice"], timeout=30)

@@ -13,6 +13,7 @@ from conftest import (
     VLLM,
     VLLM_PORT,
     chat,
+    explain,
     inventory_vars,
     ip_on,
     run_playbook,
@@ -145,7 +146,7 @@ def _env(engine) -> dict[str, str]:
 
 def _recap(result, host: str) -> str:
     lines = [line for line in result.stdout.splitlines() if line.startswith(host)]
-    assert lines, result.stdout[-3000:]
+    assert lines, explain(result)
     return lines[-1]
 
 
@@ -164,7 +165,7 @@ def test_bad_upgrade_fails_clearly_and_rollback_restores_the_running_version(hos
     assert status in (502, 503) and json.loads(raw)["error"]["code"] == "backend_unavailable"
 
     rollback = run_playbook("molecule/serving/rollback.yml")
-    assert rollback.returncode == 0, rollback.stdout[-3000:]
+    assert rollback.returncode == 0, explain(rollback)
     restored = _fact(host)["models"]["tiny"]
     assert restored["current"]["version"] == before["current"]["version"]
     attrs = engine.api.inspect_container(VLLM)
@@ -178,7 +179,7 @@ def test_bad_upgrade_fails_clearly_and_rollback_restores_the_running_version(hos
     # the inventory describes the restored version: a normal run changes and restarts nothing
     started = attrs["State"]["StartedAt"]
     again = run_playbook("playbooks/serve.yml")
-    assert again.returncode == 0, again.stdout[-3000:]
+    assert again.returncode == 0, explain(again)
     assert "changed=0" in _recap(again, GPU)
     assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] == started
 
