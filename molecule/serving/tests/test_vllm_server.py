@@ -25,7 +25,7 @@ testinfra_hosts = ["ansible://gpu_nodes"]
 PROM = "/var/lib/prometheus/node-exporter/vllm_watchdog.prom"
 LABELS = f'model="tiny",container="{VLLM}"'
 INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
-TIMEOUT = 5
+TIMEOUT = 15  # vllm_server_watchdog_timeout in molecule.yml
 FAILURES = 3
 REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"  # prepare.yml
 
