@@ -63,7 +63,9 @@ def state(engine: docker.DockerClient) -> dict[str, dict]:
     out = {}
     for node in NODES:
         attrs = engine.api.inspect_container(f"{node}-vllm-tiny")
-        fact_raw = engine.containers.get(node).exec_run(["cat", "/etc/ansible/facts.d/vllm_fleet.fact"]).output
+        fact_raw = (
+            engine.containers.get(node).exec_run(["cat", "/etc/ansible/facts.d/vllm_fleet.fact"]).output
+        )
         fact = json.loads(fact_raw)["models"]["tiny"]
         out[node] = {
             "image": attrs["Config"]["Image"],
@@ -74,7 +76,9 @@ def state(engine: docker.DockerClient) -> dict[str, dict]:
     return out
 
 
-def under_load(gateway_url: str, playbook: str, *extra: str) -> tuple[subprocess.CompletedProcess, object, float]:
+def under_load(
+    gateway_url: str, playbook: str, *extra: str
+) -> tuple[subprocess.CompletedProcess, object, float]:
     load = StreamLoad(gateway_url, CLIENT_KEY, clients=4, max_tokens=96, max_seconds=2400).start()
     time.sleep(3)
     start = time.monotonic()
@@ -122,7 +126,9 @@ def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_
             "path": "/srv/vf-up-models/lab/tiny/main",
             "revision": "main",
             "port": 8000,
-            "overrides": {"max_model_len": 512, "dtype": "float32", "enforce_eager": True, "max_num_seqs": 16},
+            "overrides": {
+                "max_model_len": 512, "dtype": "float32", "enforce_eager": True, "max_num_seqs": 16,
+            },
             "extra_args": ["--kv-cache-memory-bytes", "64M", "--no-such-flag"],
         }
     ]
@@ -132,7 +138,7 @@ def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_
     out = result.stdout + result.stderr
     print(f"bad canary in {seconds:.0f} s under load: {stats.summary()}")
     assert result.returncode != 0
-    assert 'Upgrade of vf-up-gpu1 (up_h200 batch 1/2) failed at "gate |' in out or "Upgrade of vf-up-gpu1" in out
+    assert "Upgrade of vf-up-gpu1" in out
     assert "no-such-flag" in out
     assert "vf-up-gpu1 runs the version it ran before again" in out
     assert "stops here: 1 host(s) not reached (vf-up-gpu2)" in out
