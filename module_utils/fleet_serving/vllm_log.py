@@ -197,6 +197,12 @@ _FAILURES: list[tuple[str, re.Pattern[str], str]] = [
         "first) and that it is readable on the host.",
     ),
     (
+        "address_not_local",
+        re.compile(r"Cannot assign requested address"),
+        "vLLM cannot listen on vllm_server_listen_address: it is not an address of this host (or of the "
+        "container named in vllm_server_network_mode). Fix: set vllm_fleet_internal_address for the host.",
+    ),
+    (
         "port_in_use",
         re.compile(r"Address already in use|address already in use"),
         "the port is already in use on this host. Fix: give vllm_server_models[].port a free port.",

@@ -172,6 +172,11 @@ def test_plan_vs_actual(plan: dict, actual: dict, expected: dict) -> None:
             "port_in_use",
             ".port",
         ),
+        (
+            "OSError: [Errno 99] Cannot assign requested address",
+            "address_not_local",
+            "vllm_fleet_internal_address",
+        ),
         ("KeyError: 'something odd'", "unknown", "KeyError: 'something odd'"),
     ],
 )
