@@ -13,7 +13,7 @@ clients (default 4) keep sending completions through the gateway:
 and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
 duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
 
-Bounded: each phase's load stops with its playbook (and at --phase-timeout); clients only talk to
+Bounded: each phase's load stops with its playbook (and after 90 minutes); clients only talk to
 loopback or private addresses (the benchmark's own network). Everything it creates is named
 vf-up-bench-* and removed at the end (--keep leaves it up; `down` removes it).
 
@@ -119,8 +119,9 @@ def _private_url(url: str) -> urllib.parse.SplitResult:
 
 
 class StreamLoad:
-    """``clients`` threads sending streaming completions back to back until stopped, at most
-    ``max_requests`` in all and ``max_seconds`` long. A fresh connection per request."""
+    """``clients`` threads sending streaming completions until stopped, each waiting ``think``
+    seconds between two requests, at most ``max_requests`` in all and ``max_seconds`` long.
+    A fresh connection per request."""
 
     def __init__(
         self,
@@ -132,6 +133,7 @@ class StreamLoad:
         max_seconds: float = 1800,
         max_requests: int = 200_000,
         request_timeout: float = 120,
+        think: float = 0.0,
     ) -> None:
         self.parts = _private_url(url)
         self.key = key
@@ -142,6 +144,7 @@ class StreamLoad:
         self.max_seconds = max_seconds
         self.max_requests = max_requests
         self.request_timeout = request_timeout
+        self.think = think
         self.stats = LoadStats()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -193,6 +196,8 @@ class StreamLoad:
                     self.stats.ttft.append(first)
                 if outcome != "ok" and len(self.stats.errors) < 10:
                     self.stats.errors.append(f"{time.strftime('%H:%M:%S')} {outcome} {status}: {error}")
+            if self.think:
+                self._stop.wait(self.think)
 
     def start(self) -> StreamLoad:
         self._started = time.monotonic()
@@ -245,7 +250,17 @@ def inventory(vllm_image: str) -> dict:
         "vllm_server_container_prefix": "{{ inventory_hostname }}-vllm-",
         "vllm_server_container_labels": {"io.vllm-fleet.test": "upgrade-bench"},
         "vllm_server_gpu_requests": False,
-        "vllm_server_ready_timeout_base": 420,
+        "vllm_server_ready_timeout_base": 900,
+        # vLLM must keep idle connections open longer than the gateway's upstream keepalive_timeout (60 s):
+        # with vLLM's default of 5 s, nginx now and then reuses a connection vLLM is closing, and the
+        # request fails with 502 (nginx does not resend a POST) even on hosts no rollout touches
+        # the CPU build pins its compute threads to core 0 by default: every node's vLLM would share one
+        # core of the machine; unpinned, one thread each, they share all of them
+        "vllm_server_env": {
+            "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75",
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            "OMP_NUM_THREADS": "1",
+        },
         "vllm_server_models": [
             {
                 "name": "tiny",
@@ -263,7 +278,7 @@ def inventory(vllm_image: str) -> dict:
         ],
         # a CPU build on a shared 2-core machine: latency is noisy, startup is slow
         "fleet_rollout_gate_latency_floor": 3.0,
-        "fleet_rollout_gate_timeout": 420,
+        "fleet_rollout_gate_timeout": 900,
     }
     return {
         "all": {
@@ -363,10 +378,8 @@ class Bench:
         sh("rm", "-rf", f"/srv/{PREFIX}", check=False)
 
     def gateway_url(self) -> str:
-        address = sh(
-            "docker", "inspect", "-f", f"{{{{.NetworkSettings.Networks.{NETWORK}.IPAddress}}}}", GATEWAY
-        )
-        return f"http://{address.strip()}:{GATEWAY_PORT}"
+        attrs = json.loads(sh("docker", "inspect", GATEWAY))[0]
+        return f"http://{attrs['NetworkSettings']['Networks'][NETWORK]['IPAddress']}:{GATEWAY_PORT}"
 
     def wait_serving(self, timeout: float = 600) -> None:
         load = StreamLoad(self.gateway_url(), CLIENT_KEY, clients=1, max_tokens=4)
@@ -413,10 +426,15 @@ class Bench:
             }
         return out
 
-    def phase(self, name: str, playbook: str, extra: dict | None, clients: int, max_tokens: int) -> dict:
+    def phase(
+        self, name: str, playbook: str, extra: dict | None, clients: int, max_tokens: int, think: float
+    ) -> dict:
         before = self.state()
         self.wait_serving()
-        load = StreamLoad(self.gateway_url(), CLIENT_KEY, clients=clients, max_tokens=max_tokens).start()
+        load = StreamLoad(
+            self.gateway_url(), CLIENT_KEY, clients=clients, max_tokens=max_tokens, max_seconds=5400
+        )
+        load.start()
         time.sleep(5)  # the load is flowing before the playbook starts
         args = ["-e", json.dumps(extra)] if extra else []
         rc, seconds, output = self.playbook(name, playbook, *args)
@@ -514,7 +532,7 @@ def run(args: argparse.Namespace) -> int:
         for name in args.phases.split(","):
             playbook, extra = phases[name]
             print(f"--- {name}: {playbook} {json.dumps(extra) if extra else ''}", flush=True)
-            result = bench.phase(name, playbook, extra, args.clients, args.max_tokens)
+            result = bench.phase(name, playbook, extra, args.clients, args.max_tokens, args.think)
             result["problems"] = check_phase(result, image_a, bench.image_b)
             results.append(result)
             print(
@@ -554,7 +572,13 @@ def main() -> int:
     )
     parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down"])
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=1.0,
+        help="seconds each client waits between requests (the CPU is shared)",
+    )
     parser.add_argument("--phases", default="upgrade,never-ready,bad-args,rollback")
     parser.add_argument("--keep", action="store_true", help="leave the fleet up after the run")
     parser.add_argument("--workdir", help="where the inventory and logs go (default: a new temporary folder)")
