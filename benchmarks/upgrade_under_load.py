@@ -486,10 +486,12 @@ def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
 
 
 def failure_message(output: str) -> str:
+    """The rollout's own failure message (the last "failed at" error)."""
+    found = ""
     for line in output.splitlines():
-        if '"msg":' in line and "failed at" in line:
-            return line.split('"msg":', 1)[1].strip().strip('",')[:600]
-    return ""
+        if line.startswith("[ERROR]: Task failed: Action failed: ") and "failed at" in line:
+            found = line.split("Action failed: ", 1)[1]
+    return found
 
 
 def _workdir(args: argparse.Namespace) -> Path:
