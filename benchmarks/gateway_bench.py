@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Result:
     ttft: list[float] = field(default_factory=list)
+    bursts: int = 0  # answers whose content arrived all at once (at the source or on the way)
     tokens: int = 0
     seconds: float = 0.0
     failures: int = 0
@@ -40,6 +41,7 @@ class Result:
 
     def add(self, other: Result) -> None:
         self.ttft += other.ttft
+        self.bursts += other.bursts
         self.tokens += other.tokens
         self.seconds += other.seconds
         self.failures += other.failures
@@ -107,8 +109,11 @@ class Stream:
         if self.writer is not None:
             self.writer.close()
 
-    async def request(self, model: str, max_tokens: int) -> tuple[float, int]:
-        """(time to first token, completion tokens) of one streaming chat completion."""
+    async def request(self, model: str, max_tokens: int) -> tuple[float, int, bool]:
+        """(time to first token, completion tokens, burst) of one streaming chat completion.
+
+        ``burst``: the content chunks arrived within 5 % of the request's duration.
+        """
         await self._connect()
         assert self.reader is not None and self.writer is not None
         body = json.dumps(
@@ -146,22 +151,27 @@ class Stream:
             self.writer = None
             raise RuntimeError(f"HTTP {status}: {detail[:200]!r}")
         ttft = None
+        last_content = 0.0
         tokens = 0
         async for line in _read_chunked_lines(self.reader):
             line = line.strip()
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
                 continue
             event = json.loads(line[6:])
-            if ttft is None and any(
-                (c.get("delta") or {}).get("content") for c in event.get("choices") or []
-            ):
-                ttft = time.perf_counter() - start
+            # a generated token: a delta with "content" (empty for special tokens), not the role chunk
+            deltas = [c.get("delta") or {} for c in event.get("choices") or []]
+            if any("content" in d and "role" not in d for d in deltas):
+                last_content = time.perf_counter() - start
+                if ttft is None:
+                    ttft = last_content
             if event.get("usage"):
                 tokens = int(event["usage"].get("completion_tokens") or 0)
         if headers.get("connection", "").lower() == "close":
             await self.close()
             self.writer = None
-        return (ttft if ttft is not None else time.perf_counter() - start), tokens
+        total = time.perf_counter() - start
+        burst = ttft is not None and tokens > 2 and (last_content - ttft) < 0.05 * total
+        return (ttft if ttft is not None else total), tokens, burst
 
 
 async def run_round(
@@ -175,9 +185,10 @@ async def run_round(
         for _ in range(per_stream):
             result.requests += 1
             try:
-                ttft, tokens = await stream.request(model, max_tokens)
+                ttft, tokens, burst = await stream.request(model, max_tokens)
                 result.ttft.append(ttft)
                 result.tokens += tokens
+                result.bursts += burst
             except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as exc:
                 result.failures += 1
                 print(f"  request failed on {url}: {exc}", file=sys.stderr)
@@ -231,15 +242,22 @@ async def main_async(args: argparse.Namespace) -> int:
     )
     print(
         f"{'streams':>7} {'path':>8} {'requests':>8} {'failed':>6} {'TTFT p50 ms':>11} {'TTFT p90 ms':>11} "
-        f"{'tokens/s':>9}"
+        f"{'tokens/s':>9} {'bursts':>6}"
     )
     for concurrency, direct, gateway, _, _ in rows:
         for name, res in (("direct", direct), ("gateway", gateway)):
             print(
                 f"{concurrency:>7} {name:>8} {res.requests:>8} {res.failures:>6} "
                 f"{percentile(res.ttft, 50) * 1000:>11.1f} {percentile(res.ttft, 90) * 1000:>11.1f} "
-                f"{res.throughput:>9.1f}"
+                f"{res.throughput:>9.1f} {res.bursts:>6}"
             )
+    direct_bursts = sum(row[1].bursts for row in rows)
+    if direct_bursts:
+        print(
+            f"note: {direct_bursts} answers arrived in one burst straight from vLLM: "
+            "its host is short of CPU, "
+            "so time-to-first-token comparisons are noisy"
+        )
     print()
     for concurrency, _, _, ratio, added_ms in rows:
         verdict = ""
