@@ -7,6 +7,7 @@ fleet_rollout_vllm_load(metrics_text, model)                  requests running/w
 fleet_rollout_vllm_counters(metrics_text, model)              vLLM counters a soak compares
 fleet_rollout_counters_delta(before, after)                   counters over a window
 fleet_rollout_latency_gate(measurements, baseline, factor, floor)  readiness latency vs the baseline
+fleet_rollout_failed_checks(results)                          readiness checks that did not pass
 fleet_rollout_snapshot(fact)                                  what runs before a change
 fleet_rollout_containers(before, fact, declared, prefix)      model -> container name
 fleet_rollout_restore_plan(before, fact, running, declared)   what a failed host needs restored
@@ -51,6 +52,7 @@ class FilterModule:
             "fleet_rollout_vllm_counters": metrics.vllm_counters,
             "fleet_rollout_counters_delta": metrics.counters_delta,
             "fleet_rollout_latency_gate": gates.latency_gate,
+            "fleet_rollout_failed_checks": gates.failed_checks,
             "fleet_rollout_snapshot": gates.snapshot,
             "fleet_rollout_containers": gates.containers,
             "fleet_rollout_restore_plan": gates.restore_plan,

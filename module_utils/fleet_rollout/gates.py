@@ -17,6 +17,19 @@ def _number(value: Any) -> float | None:
     return number if number >= 0 else None
 
 
+def failed_checks(results: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The readiness checks that did not pass, from a loop registered with ``failed_when: false``.
+
+    Such a loop marks no result as failed, so a check passed only when it says ``ready: true``;
+    skipped checks (check mode) are neither passed nor failed.
+    """
+    return [
+        r
+        for r in results or []
+        if isinstance(r, Mapping) and not r.get("skipped") and r.get("ready") is not True
+    ]
+
+
 def latency_gate(
     measurements: Iterable[Mapping[str, Any]],
     baseline: Mapping[str, Any] | None,

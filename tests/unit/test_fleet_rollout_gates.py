@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from fleet_rollout.gates import container_name, containers, latency_gate, restore_plan, snapshot, soak_verdict
+from fleet_rollout.gates import (
+    container_name,
+    containers,
+    failed_checks,
+    latency_gate,
+    restore_plan,
+    snapshot,
+    soak_verdict,
+)
 from fleet_serving import deploy
 
 BASE = {"completion_seconds": 0.2, "ttft_seconds": 0.1}
@@ -209,3 +217,14 @@ def test_soak_verdict_notes_too_little_traffic_and_tolerates_an_error_rate() -> 
     assert quiet["ok"] and "fewer than fleet_rollout_soak_min_requests" in quiet["notes"][0]
     tolerated = soak_verdict({"upstreams": {CANARY: _up(100, errors=1)}}, [CANARY], {}, max_error_rate=0.02)
     assert tolerated["ok"] and tolerated["figures"]["gateway_errors"] == 1
+
+
+def test_failed_checks_are_those_not_ready_even_when_not_marked_failed():
+    # a loop registered with failed_when: false marks every result failed: false
+    passed = {"ready": True, "failed": False, "item": ["tiny", 0]}
+    refused = {"ready": False, "failed": False, "msg": "not ready: 503", "item": ["tiny", 1]}
+    crashed = {"failed": False, "msg": "connection refused", "item": ["tiny", 2]}
+    skipped = {"skipped": True, "item": ["tiny", 3]}
+    assert failed_checks([passed, refused, crashed, skipped]) == [refused, crashed]
+    assert failed_checks([passed, skipped]) == []
+    assert failed_checks(None) == []

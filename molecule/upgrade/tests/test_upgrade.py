@@ -79,7 +79,8 @@ def state(engine: docker.DockerClient) -> dict[str, dict]:
 def under_load(
     gateway_url: str, playbook: str, *extra: str
 ) -> tuple[subprocess.CompletedProcess, object, float]:
-    load = StreamLoad(gateway_url, CLIENT_KEY, clients=4, max_tokens=96, max_seconds=2400).start()
+    # four streaming clients, one second apart each: steady traffic that leaves the CPU to vLLM's starts
+    load = StreamLoad(gateway_url, CLIENT_KEY, clients=4, max_tokens=64, max_seconds=2400, think=1.0).start()
     time.sleep(3)
     start = time.monotonic()
     result = run_playbook(playbook, *extra)
@@ -100,9 +101,12 @@ def test_a_batch_of_every_replica_is_refused_before_anything_changes(engine):
 
 def test_upgrade_under_load_drops_no_request(engine, gateway_url):
     before = state(engine)
-    result, stats, seconds = under_load(
-        gateway_url, "playbooks/upgrade.yml", "-e", json.dumps({"vllm_server_image": IMAGE_B})
-    )
+    extra = {
+        "vllm_server_image": IMAGE_B,
+        "fleet_rollout_soak_seconds": 20,
+        "fleet_rollout_soak_min_requests": 5,
+    }
+    result, stats, seconds = under_load(gateway_url, "playbooks/upgrade.yml", "-e", json.dumps(extra))
     print(f"upgrade of {len(NODES)} hosts in {seconds:.0f} s under load: {stats.summary()}")
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     assert stats.sent >= 20
@@ -116,6 +120,8 @@ def test_upgrade_under_load_drops_no_request(engine, gateway_url):
     # canary first, one host per batch, each gated against the recorded baseline
     assert "Upgrade of vf-up-gpu1: up_h200 batch 1/2 (canary)" in result.stdout
     assert "vf-up-gpu1 tiny: completion_seconds" in result.stdout
+    # the canary soaked in service and was judged on what the gateway and vLLM saw
+    assert "Canary vf-up-gpu1 after 20 s in service: gateway" in result.stdout
 
 
 def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_url):
@@ -127,7 +133,10 @@ def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_
             "revision": "main",
             "port": 8000,
             "overrides": {
-                "max_model_len": 512, "dtype": "float32", "enforce_eager": True, "max_num_seqs": 16,
+                "max_model_len": 512,
+                "dtype": "float32",
+                "enforce_eager": True,
+                "max_num_seqs": 16,
             },
             "extra_args": ["--kv-cache-memory-bytes", "64M", "--no-such-flag"],
         }
@@ -138,8 +147,8 @@ def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_
     out = result.stdout + result.stderr
     print(f"bad canary in {seconds:.0f} s under load: {stats.summary()}")
     assert result.returncode != 0
-    assert "Upgrade of vf-up-gpu1" in out
-    assert "no-such-flag" in out
+    assert 'Upgrade of vf-up-gpu1 (up_h200 batch 1/2) failed at "' in out
+    assert "unrecognized arguments: --no-such-flag" in out
     assert "vf-up-gpu1 runs the version it ran before again" in out
     assert "stops here: 1 host(s) not reached (vf-up-gpu2)" in out
     assert stats.failed == 0 and stats.truncated == 0, stats.errors
