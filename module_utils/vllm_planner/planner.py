@@ -581,6 +581,37 @@ def plan(
     )
     gmu = _pick_gmu(user_gmu, g, vinfo, warnings)
 
+    def result(
+        feasible: bool,
+        evaluation: Evaluation | None,
+        tp: int,
+        pp: int,
+        max_len: int,
+        seqs: int,
+        l_fit: int | None = None,
+    ) -> dict[str, Any]:
+        # mnbt is read when called: it grows once max_num_seqs is chosen.
+        return _result(
+            feasible,
+            errors,
+            warnings,
+            ctx,
+            evaluation,
+            tp,
+            pp,
+            gmu,
+            max_len,
+            seqs,
+            mnbt,
+            dtype,
+            kv_eff,
+            name,
+            options,
+            w_source,
+            user_gmu,
+            l_fit=l_fit,
+        )
+
     if user_tp is not None:
         probs = tp_problems(arch, user_tp, quant)
         if probs:
@@ -626,25 +657,7 @@ def plan(
             )
 
     if errors:
-        return _result(
-            False,
-            errors,
-            warnings,
-            ctx,
-            None,
-            user_tp or 1,
-            user_pp or 1,
-            gmu,
-            want_len,
-            seqs0,
-            mnbt,
-            dtype,
-            kv_eff,
-            name,
-            options,
-            w_source,
-            user_gmu,
-        )
+        return result(False, None, user_tp or 1, user_pp or 1, want_len, seqs0)
 
     if user_tp is not None:
         tps = [user_tp]
@@ -656,25 +669,7 @@ def plan(
                 f"({arch.num_heads} attention heads, {arch.num_kv_heads} KV heads). Fix: use a node "
                 "with a GPU count that divides the attention heads."
             )
-            return _result(
-                False,
-                errors,
-                warnings,
-                ctx,
-                None,
-                1,
-                1,
-                gmu,
-                want_len,
-                seqs0,
-                mnbt,
-                dtype,
-                kv_eff,
-                name,
-                options,
-                w_source,
-                user_gmu,
-            )
+            return result(False, None, 1, 1, want_len, seqs0)
     if user_pp is not None:
         pps = [user_pp]
     else:
@@ -697,25 +692,7 @@ def plan(
                 f"pipeline_parallel_size: {user_pp} stages need at least {user_pp} GPUs; this host offers "
                 f"{g.count * g.nodes}. Fix: lower pipeline_parallel_size or add nodes."
             )
-            return _result(
-                False,
-                errors,
-                warnings,
-                ctx,
-                None,
-                user_tp or 1,
-                user_pp,
-                gmu,
-                want_len,
-                seqs0,
-                mnbt,
-                dtype,
-                kv_eff,
-                name,
-                options,
-                w_source,
-                user_gmu,
-            )
+            return result(False, None, user_tp or 1, user_pp, want_len, seqs0)
 
     expected = target_len if target_len is not None else min(want_len, EXPECTED_CONTEXT[workload])
     evals: dict[tuple[int, int], Evaluation] = {}
@@ -779,24 +756,13 @@ def plan(
             )
         )
         best = max(all_evals, key=lambda e: (e.stage.mem.available_kv, -e.tp)) if all_evals else None
-        return _result(
+        return result(
             False,
-            errors,
-            warnings,
-            ctx,
             best,
             best.tp if best else 1,
             best.pp if best else 1,
-            gmu,
             want_len,
             seqs0,
-            mnbt,
-            dtype,
-            kv_eff,
-            name,
-            options,
-            w_source,
-            user_gmu,
             l_fit=best.l_fit if best else 0,
         )
 
@@ -849,26 +815,7 @@ def plan(
                     seq_var=seq_var,
                 )
             )
-            return _result(
-                False,
-                errors,
-                warnings,
-                ctx,
-                final,
-                tp,
-                pp,
-                gmu,
-                max_len,
-                seqs,
-                mnbt,
-                dtype,
-                kv_eff,
-                name,
-                options,
-                w_source,
-                user_gmu,
-                l_fit=final.l_fit,
-            )
+            return result(False, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
         max_len = _round_len(final.l_fit)
         final = evaluate(ctx, tp, pp, gmu, mnbt, seqs, max_len)
     conc_expected = _concurrency(ctx, final, mnbt, expected)
@@ -889,26 +836,7 @@ def plan(
             "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
             "or set language_model_only if images are not needed"
         )
-    return _result(
-        True,
-        errors,
-        warnings,
-        ctx,
-        final,
-        tp,
-        pp,
-        gmu,
-        max_len,
-        seqs,
-        mnbt,
-        dtype,
-        kv_eff,
-        name,
-        options,
-        w_source,
-        user_gmu,
-        l_fit=final.l_fit,
-    )
+    return result(True, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
 
 
 # --------------------------------------------------------------------------------------------------
