@@ -13,33 +13,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 from fleet_monitoring import targets  # noqa: E402
-
-
-def _wrap(name: str, func: Any) -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except targets.TargetError as exc:
-            raise AnsibleFilterError(f"{name}: {exc}") from exc
-
-    call.__doc__ = func.__doc__
-    return call
+from vllm_fleet_filters import wrap_filters  # noqa: E402
 
 
 class FilterModule:
     """Prometheus scrape targets from the inventory."""
 
     def filters(self) -> dict[str, Any]:
+        checked = {
+            "fleet_monitoring_vllm_targets": targets.vllm_targets,
+            "fleet_monitoring_host_targets": targets.host_targets,
+        }
         return {
-            "fleet_monitoring_vllm_targets": _wrap("fleet_monitoring_vllm_targets", targets.vllm_targets),
-            "fleet_monitoring_host_targets": _wrap("fleet_monitoring_host_targets", targets.host_targets),
+            **wrap_filters(checked, targets.TargetError),
             "fleet_monitoring_hosts_without_models": targets.hosts_without_models,
             "fleet_monitoring_dcgm_hosts": targets.dcgm_hosts,
             "fleet_monitoring_image_version": targets.image_version,

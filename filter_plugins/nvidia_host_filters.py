@@ -25,25 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 import nvidia_host  # noqa: E402
-
-
-def _wrap(name: str, func: Any) -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except nvidia_host.NvidiaHostError as exc:
-            raise AnsibleFilterError(f"{name}: {exc}") from exc
-
-    call.__doc__ = func.__doc__
-    return call
-
+from vllm_fleet_filters import wrap_filters  # noqa: E402
 
 _FILTERS = {
     "nvidia_host_branch_of": nvidia_host.branch_of,
@@ -70,4 +57,4 @@ class FilterModule:
     """Driver, CUDA and NVSwitch decisions for NVIDIA GPU hosts."""
 
     def filters(self) -> dict[str, Any]:
-        return {name: _wrap(name, func) for name, func in _FILTERS.items()}
+        return wrap_filters(_FILTERS, nvidia_host.NvidiaHostError)

@@ -21,24 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 from fleet_rollout import access_log, gates, metrics, plan  # noqa: E402
-
-
-def _wrap(name: str, func: Any) -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (ValueError, TypeError) as exc:
-            raise AnsibleFilterError(f"{name}: {exc}") from exc
-
-    call.__doc__ = func.__doc__
-    return call
+from vllm_fleet_filters import wrap_filters  # noqa: E402
 
 
 class FilterModule:
@@ -59,4 +47,4 @@ class FilterModule:
             "fleet_rollout_soak_verdict": gates.soak_verdict,
             "fleet_rollout_merge_log_stats": access_log.merge_stats,
         }
-        return {name: _wrap(name, func) for name, func in table.items()}
+        return wrap_filters(table)
