@@ -102,25 +102,28 @@ def test_two_writers_at_once_download_once(python, model, tmp_path):
     root = tmp_path / "shared"
     with HubThread() as hub:
         hub.state.add_repo(REPO, model)
-        hub.state.throttle_bps = 4 << 20  # long enough for the two runs to overlap
+        # about 16 s per shard: the second writer surely arrives while the first holds the lock
+        hub.state.throttle_bps = 32 << 10
         spec_file = write_spec(tmp_path / "spec.json", spec_for(root, hub.url))
         env = {**os.environ, "HOME": str(tmp_path)}
-        procs = [
-            subprocess.Popen(
+
+        def start() -> subprocess.Popen:
+            return subprocess.Popen(
                 fetch_cmd(python, "fetch", spec_file),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
                 env=env,
             )
-            for _ in range(2)
-        ]
-        outs = [p.communicate(timeout=120) for p in procs]
+
+        first = start()
+        next_staging(root, deadline=time.monotonic() + 60)  # the first writer is downloading
+        procs = [first, start()]
+        outs = [p.communicate(timeout=180) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
         results = [json.loads(o[0])["models"]["tiny"] for o in outs]
-        assert sorted(r["status"] for r in results) == ["fetched", "present"]
-        waiter = next(r for r in results if r["status"] == "present")
-        assert waiter["waited_seconds"] > 0
+        assert [r["status"] for r in results] == ["fetched", "present"]
+        assert results[1]["waited_seconds"] > 0
         assert results[0]["path"] == results[1]["path"]
         assert hub.bytes(REPO) == model_size(model), "one download for two writers"
 
