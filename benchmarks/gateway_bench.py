@@ -10,6 +10,12 @@ throughput gateway/direct (target >= 0.98x) and TTFT added by the gateway
 Bounded: a fixed number of requests per stream and a wall-clock budget; only
 loopback and private addresses are accepted (lab, CI and test networks).
 
+On one machine the client, nginx and vLLM share the CPUs, and at 8 streams the CPU nginx uses is
+taken from vLLM: the ratio then measures the machine, not the gateway. To stand in for separate
+hosts, give vLLM and the gateway their own CPUs and run the client beside the gateway, e.g.
+  docker update --cpuset-cpus 0 <vllm container>; docker update --cpuset-cpus 1 <gateway host>
+  taskset -c 1 benchmarks/gateway_bench.py ...
+
 Usage:
   benchmarks/gateway_bench.py --gateway http://GW:8080 --gateway-key KEY \\
       --direct http://GPU:8000 --direct-key BACKEND_KEY [--model tiny] [--concurrency 1,8]
