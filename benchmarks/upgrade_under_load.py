@@ -272,8 +272,8 @@ def inventory(vllm_image: str) -> dict:
                     "dtype": "float32",
                     "enforce_eager": True,
                     "max_num_seqs": 16,
+                    "kv_cache_memory_bytes": "64M",
                 },
-                "extra_args": ["--kv-cache-memory-bytes", "64M"],
             }
         ],
         # a CPU build on a shared 2-core machine: latency is noisy, startup is slow
@@ -521,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
             "fleet_rollout_gate_timeout": 30,
         }
         models_b = inventory(image_a)["all"]["children"]["gpu_nodes"]["vars"]["vllm_server_models"]
-        bad_args = [{**models_b[0], "extra_args": [*models_b[0]["extra_args"], "--no-such-flag"]}]
+        bad_args = [{**models_b[0], "extra_args": [*models_b[0].get("extra_args", []), "--no-such-flag"]}]
         phases = {
             "upgrade": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_b}),
             "never-ready": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_never, **small}),

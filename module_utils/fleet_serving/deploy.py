@@ -38,6 +38,8 @@ PLANNER_FLAGS: dict[str, str] = {
     "--quantization": "quantization",
     "-q": "quantization",
     "--enforce-eager": "enforce_eager",
+    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
+    "--kv-cache-memory": "kv_cache_memory_bytes",
 }
 
 

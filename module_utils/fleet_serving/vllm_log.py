@@ -159,8 +159,8 @@ _FAILURES: list[tuple[str, re.Pattern[str], str]] = [
     (
         "cpu_memory",
         re.compile(r"is less than desired CPU memory utilization"),
-        "the CPU backend wants gpu_memory_utilization of host RAM. Fix: add --kv-cache-memory-bytes to "
-        "vllm_server_models[].extra_args.",
+        "the CPU backend wants gpu_memory_utilization of host RAM. Fix: set a fixed KV cache size in "
+        "vllm_server_models[].overrides.kv_cache_memory_bytes (e.g. 1G).",
     ),
     (
         "bad_arguments",

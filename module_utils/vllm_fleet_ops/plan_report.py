@@ -42,6 +42,7 @@ OPTION_FLAGS = {
     "model_name": "--model-name",
     "enforce_eager": "--enforce-eager",
     "language_model_only": "--language-model-only",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
 }
 GPU_FLAGS = {
     "memory_mib": "--gpu-memory-mib",

@@ -75,6 +75,12 @@ def _parser() -> _Parser:
     p.add_argument("--workload", choices=("chat", "batch"))
     p.add_argument("--language-model-only", action="store_true")
     p.add_argument(
+        "--kv-cache-memory-bytes",
+        metavar="SIZE",
+        help="a fixed KV cache per GPU, read as vLLM reads it (8G = 8 GiB, 8g = 8e9); "
+        "gpu_memory_utilization then does not size the KV cache",
+    )
+    p.add_argument(
         "--model-name", metavar="NAME", help="name used in messages (default: from the config path)"
     )
     p.add_argument("--format", choices=("json", "table"), default="json")
@@ -136,6 +142,7 @@ def _options(ns: argparse.Namespace, cfg_path: str) -> dict[str, Any]:
         "target_concurrency",
         "workload",
         "model_name",
+        "kv_cache_memory_bytes",
     ):
         v = getattr(ns, key)
         if v is not None:

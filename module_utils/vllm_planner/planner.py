@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import errors as E
@@ -48,6 +49,7 @@ OPTION_KEYS = {
     "model_name",
     "block_size",
     "language_model_only",
+    "kv_cache_memory_bytes",
 }
 WORKLOADS = ("chat", "batch")
 # Expected request length (prompt + output) used to size max_num_seqs when no target is given.
@@ -98,6 +100,7 @@ class Ctx:
     inflight_mult: Callable[[int], int]
     mamba_blocks: int
     derived_len: int
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget verbatim
 
 
 def _opt_int(options: Mapping[str, Any], key: str, minimum: int = 1) -> int | None:
@@ -121,6 +124,41 @@ def _opt_int(options: Mapping[str, Any], key: str, minimum: int = 1) -> int | No
         raise PlanInputError(f"{key}: expected an integer, got {v!r}")
     if n < minimum:
         raise PlanInputError(f"{key}: must be >= {minimum}, got {v!r}")
+    return n
+
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _opt_bytes(options: Mapping[str, Any], key: str) -> int | None:
+    """A byte count as vLLM's ``human_readable_int`` reads it: 64M = 64 MiB, 64m = 64,000,000."""
+    v = options.get(key)
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool):
+        raise PlanInputError(f"{key}: expected a byte count such as 8G or 8589934592, got {v!r}")
+    if isinstance(v, str):
+        text = v.strip()
+        match = _HUMAN_INT.fullmatch(text)
+        try:
+            if match and match.group(2) in _DECIMAL:
+                n = int(float(match.group(1)) * _DECIMAL[match.group(2)])
+            elif match:
+                n = int(match.group(1)) * _BINARY[match.group(2)]
+            else:
+                n = int(text)
+        except ValueError:
+            raise PlanInputError(
+                f"{key}: expected a byte count such as 8G (GiB), 8g (10^9) or 8589934592, got {v!r}"
+            ) from None
+    elif isinstance(v, (int, float)) and int(v) == v:
+        n = int(v)
+    else:
+        raise PlanInputError(f"{key}: expected a byte count such as 8G or 8589934592, got {v!r}")
+    if n < 1:
+        raise PlanInputError(f"{key}: must be a positive byte count, got {v!r}")
     return n
 
 
@@ -343,6 +381,9 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     null_block = ctx.vinfo.null_block_in_check
     for w, act, graphs, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
         mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp)
+        if ctx.kv_cache_memory_bytes is not None:
+            # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.
+            mem = replace(mem, available_kv=ctx.kv_cache_memory_bytes)
         bpb = lay.bytes_per_block
         nb = int(mem.available_kv // bpb) if bpb > 0 and mem.available_kv > 0 else 0
         budget = mem.available_kv - (bpb if null_block else 0)
@@ -425,6 +466,7 @@ def plan(
     target_len = _opt_int(options, "target_context_len")
     target_conc = _opt_int(options, "target_concurrency")
     user_block = _opt_int(options, "block_size")
+    user_kv_memory = _opt_bytes(options, "kv_cache_memory_bytes")
     eager = _opt_bool(options, "enforce_eager")
     lm_only = _opt_bool(options, "language_model_only")
     workload = str(options.get("workload") or "chat").strip().lower()
@@ -578,6 +620,7 @@ def plan(
         inflight_mult=_inflight_fn(vinfo),
         mamba_blocks=2 if vinfo.extensible else 1,
         derived_len=derived,
+        kv_cache_memory_bytes=user_kv_memory,
     )
     gmu = _pick_gmu(user_gmu, g, vinfo, warnings)
 
@@ -1209,6 +1252,8 @@ def _vllm_args(
         args += ["--quantization", ctx.quant.arg]
     if ctx.enforce_eager:
         args.append("--enforce-eager")
+    if ctx.kv_cache_memory_bytes is not None:
+        args += ["--kv-cache-memory-bytes", str(ctx.kv_cache_memory_bytes)]
     if ctx.block_size:
         args += ["--block-size", str(ctx.block_size)]
     if ctx.arch.is_multimodal and not ctx.towers:

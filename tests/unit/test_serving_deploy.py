@@ -14,8 +14,8 @@ PLANNED = ["--tensor-parallel-size", "2", "--max-model-len", "32768", "--gpu-mem
     [
         (PLANNED, [], PLANNED),
         (PLANNED, ["--enable-prefix-caching"], [*PLANNED, "--enable-prefix-caching"]),
-        (PLANNED, ["--kv-cache-memory-bytes", "64M"], [*PLANNED, "--kv-cache-memory-bytes", "64M"]),
-        (PLANNED, ["--kv-cache-memory-bytes=64M"], [*PLANNED, "--kv-cache-memory-bytes", "64M"]),
+        (PLANNED, ["--seed", "7"], [*PLANNED, "--seed", "7"]),
+        (PLANNED, ["--seed=7"], [*PLANNED, "--seed", "7"]),
         # role-managed flags emitted by a planner are dropped, the role sets them itself
         (["--host", "0.0.0.0", "--port", "1", "--max-num-seqs", "8"], [], ["--max-num-seqs", "8"]),
         (["--max-model-len", "-1"], [], ["--max-model-len", "-1"]),
@@ -41,6 +41,7 @@ def test_vllm_command(planned: list, extra: list, expected_tail: list) -> None:
         ("/m", 8000, ["--max-model-len", "4096"], "overrides.max_model_len"),
         ("/m", 8000, ["--tensor-parallel-size=4"], "overrides.tensor_parallel_size"),
         ("/m", 8000, ["--enforce-eager"], "overrides.enforce_eager"),
+        ("/m", 8000, ["--kv-cache-memory-bytes", "64M"], "overrides.kv_cache_memory_bytes"),
         ("/m", 8000, ["--api-key", "secret"], "VLLM_API_KEY"),
         ("/m", 8000, ["--port", "9000"], "vllm_server_models[].port"),
         ("/m", 8000, ["some/model"], "not a flag"),

@@ -137,8 +137,9 @@ def test_bad_canary_is_rolled_back_and_the_others_are_untouched(engine, gateway_
                 "dtype": "float32",
                 "enforce_eager": True,
                 "max_num_seqs": 16,
+                "kv_cache_memory_bytes": "64M",
             },
-            "extra_args": ["--kv-cache-memory-bytes", "64M", "--no-such-flag"],
+            "extra_args": ["--no-such-flag"],
         }
     ]
     result, stats, seconds = under_load(
