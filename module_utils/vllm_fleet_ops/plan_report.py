@@ -53,13 +53,14 @@ GPU_FLAGS = {
     "memory_reserved_mib": "--gpu-memory-reserved-mib",
 }
 
-# (label, key in the deployed plan / plan, key in vLLM's actual figures, scale of the actual figure)
+# (label, key in the deployed plan / plan, key in vLLM's actual figures, scale of the actual figure,
+#  rounding of the figure in vLLM's log: half its last printed digit, in the actual figure's unit)
 COMPARED = (
-    ("KV cache tokens", "kv_cache_tokens", "kv_cache_tokens", 1),
-    ("max concurrency", "max_concurrency", "max_concurrency", 1),
-    ("KV cache GiB/GPU", "kv_cache_bytes", "kv_cache_gib", GIB),
-    ("weights GiB/GPU", "weights_bytes", "weights_gib", GIB),
-    ("max_model_len", "max_model_len", "max_model_len", 1),
+    ("KV cache tokens", "kv_cache_tokens", "kv_cache_tokens", 1, 0),
+    ("max concurrency", "max_concurrency", "max_concurrency", 1, 0.005),
+    ("KV cache GiB/GPU", "kv_cache_bytes", "kv_cache_gib", GIB, 0.005),
+    ("weights GiB/GPU", "weights_bytes", "weights_gib", GIB, 0.005),
+    ("max_model_len", "max_model_len", "max_model_len", 1, 0),
 )
 
 
@@ -97,12 +98,18 @@ def planner_command(
     return cmd, missing
 
 
-def relative_error(predicted: Any, actual: Any) -> float | None:
-    """(predicted - actual) / actual in percent: positive when the plan over-predicted."""
+def relative_error(predicted: Any, actual: Any, rounding: float = 0) -> float | None:
+    """(predicted - actual) / actual in percent: positive when the plan over-predicted.
+
+    ``rounding``: how far the printed ``actual`` may be from vLLM's own figure (vLLM logs GiB
+    with two decimals); a prediction within it is exact as far as the log can tell.
+    """
     if isinstance(predicted, bool) or isinstance(actual, bool):
         return None
     if not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)) or not actual:
         return None
+    if abs(predicted - actual) <= rounding:
+        return 0.0
     return round((predicted - actual) / actual * 100.0, 2)
 
 
@@ -115,7 +122,7 @@ def compare(
     running container) where it has the figure, else the plan computed now.
     """
     rows = []
-    for label, key, actual_key, scale in COMPARED:
+    for label, key, actual_key, scale, rounding in COMPARED:
         measured = actual.get(actual_key)
         if measured is None:
             continue
@@ -133,7 +140,7 @@ def compare(
                 "key": key,
                 "predicted": predicted,
                 "actual": round(measured_value) if scale != 1 else measured,
-                "error_pct": relative_error(predicted, measured_value),
+                "error_pct": relative_error(predicted, measured_value, rounding * scale),
                 "predicted_from": source if predicted is not None else None,
             }
         )

@@ -104,6 +104,14 @@ def test_relative_error(predicted, actual, expected):
     assert pr.relative_error(predicted, actual) == expected
 
 
+def test_an_error_within_the_logs_rounding_is_none():
+    # vLLM logs "0.06 GiB" for a 64 MiB KV cache: the exact prediction is 0.0625 GiB
+    assert pr.relative_error(0.0625, 0.06, 0.005) == 0.0
+    assert pr.relative_error(0.07, 0.06, 0.005) == pytest.approx(16.67)
+    rows = pr.compare(None, {"kv_cache_bytes": 64 * 2**20}, {"kv_cache_gib": 0.06})
+    assert rows[0]["figure"] == "KV cache GiB/GPU" and rows[0]["error_pct"] == 0.0
+
+
 def test_compare_prefers_the_deployed_plan_and_scales_gib():
     plan = {
         "kv_cache_tokens": 1000,
