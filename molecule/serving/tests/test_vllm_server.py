@@ -153,7 +153,7 @@ def _recap(result, host: str) -> str:
 def test_bad_upgrade_fails_clearly_and_rollback_restores_the_running_version(host, engine, gateway_url, keys):
     before = _fact(host)["models"]["tiny"]
     models = inventory_vars("gpu_nodes")["vllm_server_models"]
-    models[0]["extra_args"] = [*models[0]["extra_args"], "--frobnicate"]
+    models[0]["extra_args"] = [*models[0].get("extra_args", []), "--frobnicate"]
     upgrade = run_playbook("playbooks/serve.yml", "-e", json.dumps({"vllm_server_models": models}))
     assert upgrade.returncode != 0
     output = upgrade.stdout + upgrade.stderr
