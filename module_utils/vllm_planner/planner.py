@@ -879,6 +879,18 @@ def plan(
             "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
             "or set language_model_only if images are not needed"
         )
+    if ctx.kv_cache_memory_bytes is not None:
+        m = final.stage.mem
+        needed = m.pre_snapshot + m.weights + m.activation + m.non_torch + m.cuda_graphs + m.available_kv
+        if needed > m.total:
+            errors.append(
+                f"kv_cache_memory_bytes: {_fmt_gib(m.available_kv)} GiB of KV cache on top of "
+                f"{_fmt_gib(needed - m.available_kv)} GiB of weights, activations and runtime needs "
+                f"{_fmt_gib(needed)} GiB per GPU, more than its {_fmt_gib(m.total)} GiB: vLLM would run out "
+                "of memory allocating the cache. Fix: lower kv_cache_memory_bytes or add GPUs "
+                "(tensor_parallel_size)."
+            )
+            return result(False, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
     return result(True, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
 
 

@@ -78,3 +78,23 @@ def test_sizes_are_read_as_vllm_reads_them(text, expected):
 def test_a_bad_size_names_the_option(bad):
     with pytest.raises(PlanInputError, match="kv_cache_memory_bytes"):
         plan(TINY, gpu(H200), options={**LAB, "kv_cache_memory_bytes": bad})
+
+
+def test_a_kv_cache_larger_than_the_gpu_is_refused_with_the_fix():
+    # 8B in bf16 is ~15 GiB of weights on an 80 GiB H100: a 70 GiB KV cache cannot be allocated
+    options = {"vllm_version": "0.32.0", "max_model_len": 8192}
+    fits = plan(
+        config("meta-llama__Meta-Llama-3.1-8B"),
+        gpu(H100, count=1),
+        options={**options, "kv_cache_memory_bytes": "60G"},
+    )
+    assert fits["feasible"], fits["errors"]
+    over = plan(
+        config("meta-llama__Meta-Llama-3.1-8B"),
+        gpu(H100, count=1),
+        options={**options, "kv_cache_memory_bytes": "70G"},
+    )
+    assert not over["feasible"]
+    (message,) = over["errors"]
+    assert message.startswith("kv_cache_memory_bytes: 70.0 GiB of KV cache")
+    assert "lower kv_cache_memory_bytes" in message
