@@ -103,28 +103,32 @@ class Ctx:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget verbatim
 
 
-def _opt_int(options: Mapping[str, Any], key: str, minimum: int = 1) -> int | None:
+def _opt_number(
+    options: Mapping[str, Any], key: str, parse_text: Callable[[str], int], expected: str, minimum: int = 1
+) -> int | None:
+    """An integer option given as a number or as text that ``parse_text`` reads."""
     v = options.get(key)
     if v is None or v == "":
         return None
-    if isinstance(v, bool):
-        raise PlanInputError(f"{key}: expected an integer, got {v!r}")
     if isinstance(v, str):
-        s = v.strip()
         try:
-            if key == "max_model_len" and s[-1:] in ("k", "K"):
-                n = int(float(s[:-1]) * (1000 if s[-1] == "k" else 1024))
-            else:
-                n = int(s)
+            n = parse_text(v.strip())
         except ValueError:
-            raise PlanInputError(f"{key}: expected an integer, got {v!r}") from None
-    elif isinstance(v, (int, float)) and int(v) == v:
+            raise PlanInputError(f"{key}: expected {expected}, got {v!r}") from None
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and int(v) == v:
         n = int(v)
     else:
-        raise PlanInputError(f"{key}: expected an integer, got {v!r}")
+        raise PlanInputError(f"{key}: expected {expected}, got {v!r}")
     if n < minimum:
         raise PlanInputError(f"{key}: must be >= {minimum}, got {v!r}")
     return n
+
+
+def _length_text(text: str) -> int:
+    """max_model_len as vLLM reads it: 32k = 32,000, 32K = 32,768."""
+    if text[-1:] in ("k", "K"):
+        return int(float(text[:-1]) * (1000 if text[-1] == "k" else 1024))
+    return int(text)
 
 
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -132,34 +136,22 @@ _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
+def _bytes_text(text: str) -> int:
+    """vLLM's ``human_readable_int``: 64M = 64 MiB, 64m = 64,000,000; no decimals with binary suffixes."""
+    match = _HUMAN_INT.fullmatch(text)
+    if match and match.group(2) in _DECIMAL:
+        return int(float(match.group(1)) * _DECIMAL[match.group(2)])
+    if match:
+        return int(match.group(1)) * _BINARY[match.group(2)]
+    return int(text)
+
+
+def _opt_int(options: Mapping[str, Any], key: str, minimum: int = 1) -> int | None:
+    return _opt_number(options, key, _length_text if key == "max_model_len" else int, "an integer", minimum)
+
+
 def _opt_bytes(options: Mapping[str, Any], key: str) -> int | None:
-    """A byte count as vLLM's ``human_readable_int`` reads it: 64M = 64 MiB, 64m = 64,000,000."""
-    v = options.get(key)
-    if v is None or v == "":
-        return None
-    if isinstance(v, bool):
-        raise PlanInputError(f"{key}: expected a byte count such as 8G or 8589934592, got {v!r}")
-    if isinstance(v, str):
-        text = v.strip()
-        match = _HUMAN_INT.fullmatch(text)
-        try:
-            if match and match.group(2) in _DECIMAL:
-                n = int(float(match.group(1)) * _DECIMAL[match.group(2)])
-            elif match:
-                n = int(match.group(1)) * _BINARY[match.group(2)]
-            else:
-                n = int(text)
-        except ValueError:
-            raise PlanInputError(
-                f"{key}: expected a byte count such as 8G (GiB), 8g (10^9) or 8589934592, got {v!r}"
-            ) from None
-    elif isinstance(v, (int, float)) and int(v) == v:
-        n = int(v)
-    else:
-        raise PlanInputError(f"{key}: expected a byte count such as 8G or 8589934592, got {v!r}")
-    if n < 1:
-        raise PlanInputError(f"{key}: must be a positive byte count, got {v!r}")
-    return n
+    return _opt_number(options, key, _bytes_text, "a byte count such as 8G (GiB), 8g (10^9) or 8589934592")
 
 
 def _opt_bool(options: Mapping[str, Any], key: str) -> bool:
