@@ -379,7 +379,7 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
         bpb = lay.bytes_per_block
         nb = int(mem.available_kv // bpb) if bpb > 0 and mem.available_kv > 0 else 0
         budget = mem.available_kv - (bpb if null_block else 0)
-        if mem.available_kv <= 0 or (bpb > 0 and nb < 1):
+        if mem.available_kv <= 0 or (bpb > 0 and nb < 1) or _fixed_kv_overflow(ctx, mem) > 0:
             weights_fit = False
             fit = 0
         elif bpb > 0:
@@ -871,18 +871,6 @@ def plan(
             "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
             "or set language_model_only if images are not needed"
         )
-    if ctx.kv_cache_memory_bytes is not None:
-        m = final.stage.mem
-        needed = m.pre_snapshot + m.weights + m.activation + m.non_torch + m.cuda_graphs + m.available_kv
-        if needed > m.total:
-            errors.append(
-                f"kv_cache_memory_bytes: {_fmt_gib(m.available_kv)} GiB of KV cache on top of "
-                f"{_fmt_gib(needed - m.available_kv)} GiB of weights, activations and runtime needs "
-                f"{_fmt_gib(needed)} GiB per GPU, more than its {_fmt_gib(m.total)} GiB: vLLM would run out "
-                "of memory allocating the cache. Fix: lower kv_cache_memory_bytes or add GPUs "
-                "(tensor_parallel_size)."
-            )
-            return result(False, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
     return result(True, final, tp, pp, max_len, seqs, l_fit=final.l_fit)
 
 
@@ -1024,6 +1012,37 @@ def _weight_scale(
     return ratio, tower_gpu, source
 
 
+def _fixed_kv_overflow(ctx: Ctx, mem: Any) -> int:
+    """Bytes by which a fixed KV cache (kv_cache_memory_bytes) and the rest exceed the GPU; 0 or less fits."""
+    if ctx.kv_cache_memory_bytes is None:
+        return 0
+    needed = (
+        mem.pre_snapshot + mem.weights + mem.activation + mem.non_torch + mem.cuda_graphs + mem.available_kv
+    )
+    return needed - mem.total
+
+
+def _fixed_kv_error(ctx: Ctx, evals: list[Evaluation]) -> str | None:
+    """Why a fixed KV cache fits on no candidate (told for the one it misses by least), else None."""
+    if ctx.kv_cache_memory_bytes is None or not evals:
+        return None
+    # a candidate fits only if every pipeline stage does: judge it by its worst stage
+    worst = [
+        max(((_fixed_kv_overflow(ctx, st.mem), st.mem) for st in e.stages), key=lambda x: x[0]) for e in evals
+    ]
+    over, m = min(worst, key=lambda x: x[0])
+    if over <= 0:
+        return None
+    needed = m.total + over
+    return (
+        f"kv_cache_memory_bytes: {_fmt_gib(m.available_kv)} GiB of KV cache on top of "
+        f"{_fmt_gib(needed - m.available_kv)} GiB of weights, activations and runtime needs "
+        f"{_fmt_gib(needed)} GiB per GPU, more than its {_fmt_gib(m.total)} GiB: vLLM would run out "
+        "of memory allocating the cache. Fix: lower kv_cache_memory_bytes or add GPUs "
+        "(tensor_parallel_size)."
+    )
+
+
 def _memory_errors(
     ctx: Ctx,
     evals: list[Evaluation],
@@ -1041,6 +1060,9 @@ def _memory_errors(
     seq_var: str = "max_num_seqs",
 ) -> list[str]:
     """Explain why nothing fits, with concrete fixes (each names the variable to change)."""
+    fixed_kv = _fixed_kv_error(ctx, evals)
+    if fixed_kv:
+        return [fixed_kv]
     g, vinfo = ctx.gpu, ctx.vinfo
 
     def quick(c: Ctx, tp: int, pp: int, gmu_: float | None, mnbt_: int, seqs_: int) -> Evaluation | None:

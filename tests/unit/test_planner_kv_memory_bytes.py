@@ -98,3 +98,16 @@ def test_a_kv_cache_larger_than_the_gpu_is_refused_with_the_fix():
     (message,) = over["errors"]
     assert message.startswith("kv_cache_memory_bytes: 70.0 GiB of KV cache")
     assert "lower kv_cache_memory_bytes" in message
+
+
+def test_with_more_gpus_the_planner_splits_the_model_until_the_fixed_cache_fits():
+    options = {"vllm_version": "0.32.0", "max_model_len": 8192, "kv_cache_memory_bytes": "70G"}
+    eight = gpu(H100, count=8)
+    llama = config("meta-llama__Meta-Llama-3.1-8B")
+    # half the 8B weights (7.5 GiB) + 70 GiB + runtime still exceed an 80 GiB H100
+    two = plan(llama, eight, options={**options, "tensor_parallel_size": 2})
+    assert not two["feasible"] and two["errors"][0].startswith("kv_cache_memory_bytes: 70.0 GiB")
+    chosen = plan(llama, eight, options=options)
+    assert chosen["feasible"], chosen["errors"]
+    assert chosen["tensor_parallel_size"] == 4
+    assert chosen["available_kv_cache_bytes"] == 70 * 2**30
