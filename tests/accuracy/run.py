@@ -23,10 +23,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
+sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from vllm_planner import GpuSpec, plan, version_info  # noqa: E402
-from vllm_planner.planner import _class_defaults  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (  # noqa: E402
+    GpuSpec,
+    plan,
+    version_info,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.planner import (  # noqa: E402
+    _class_defaults,
+)
 
 CASES = Path(__file__).resolve().parent / "cases"
 CONFIGS = ROOT / "tests" / "data" / "model-configs"

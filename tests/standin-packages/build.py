@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "module_utils"))
 
-import nvidia_host  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host  # noqa: E402
 
 PROFILES_DIR = ROOT / "tests" / "data" / "nvidia-smi"
 NVIDIA_SMI = ROOT / "tests" / "lab" / "nvidia-smi"

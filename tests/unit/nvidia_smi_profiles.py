@@ -32,15 +32,13 @@ def capture(name: str, invocation: str) -> str | None:
     return (PROFILES_DIR / name / outputs[invocation]).read_text()
 
 
-MODULE = ROOT / "library" / "nvidia_gpu_facts.py"
-# Runs the module file as Ansible would after packaging it: ansible.module_utils.nvidia_smi is the
-# project's module_utils/nvidia_smi.py.
+MODULE = ROOT / "plugins" / "modules" / "nvidia_gpu_facts.py"
+# Runs the module file as Ansible would after packaging it: its module_utils import resolves in the
+# collection (collections/ links back to this clone).
 RUNNER = textwrap.dedent(
     """
     import runpy, sys
     sys.path.insert(0, sys.argv[1])
-    import nvidia_smi
-    sys.modules["ansible.module_utils.nvidia_smi"] = nvidia_smi
     module, args = sys.argv[2], sys.argv[3]
     sys.argv = [module, args]
     runpy.run_path(module, run_name="__main__")
@@ -59,7 +57,7 @@ def run_module(
     if path_env is not None:
         env["PATH"] = path_env
     result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(ROOT / "module_utils"), str(MODULE), str(args_file)],
+        [sys.executable, "-c", RUNNER, str(ROOT / "collections"), str(MODULE), str(args_file)],
         capture_output=True,
         text=True,
         env=env,

@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from vllm_fleet_ops import bench, font5x7, plot, png
-from vllm_fleet_ops.textable import render_table
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import (
+    bench,
+    font5x7,
+    plot,
+    png,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops.textable import (
+    render_table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "vllm-bench" / "cpu-tiny"
@@ -308,7 +314,7 @@ def test_report_command_writes_markdown_json_and_png(tmp_path):
     }
     (tmp_path / "run.json").write_text(json.dumps(run))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bin" / "vllm-fleet-bench-report"), str(tmp_path / "run.json")],
+        [str(ROOT / "bin" / "vllm-fleet-bench-report"), str(tmp_path / "run.json")],
         capture_output=True,
         text=True,
         check=False,
@@ -324,7 +330,7 @@ def test_report_command_writes_markdown_json_and_png(tmp_path):
 def test_report_command_refuses_bad_input(tmp_path):
     (tmp_path / "run.json").write_text("[]")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bin" / "vllm-fleet-bench-report"), str(tmp_path / "run.json")],
+        [str(ROOT / "bin" / "vllm-fleet-bench-report"), str(tmp_path / "run.json")],
         capture_output=True,
         text=True,
         check=False,

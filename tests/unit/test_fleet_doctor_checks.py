@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nvidia_host
-import nvidia_smi
 import pytest
-import vllm_planner
-from vllm_fleet_ops import doctor, probe
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import doctor_probe as probe
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host, nvidia_smi
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import doctor
 
 ROOT = Path(__file__).resolve().parents[2]
 SMI = ROOT / "tests" / "data" / "nvidia-smi"

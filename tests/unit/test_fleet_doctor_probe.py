@@ -8,15 +8,12 @@ import os
 import socket
 from pathlib import Path
 
-import ansible.module_utils
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# the module imports the project's module_utils as Ansible packages them: ansible.module_utils.<name>
-if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
+# the module imports the collection's module_utils (on the path through pyproject's pythonpath)
 _spec = importlib.util.spec_from_file_location(
-    "vllm_fleet_doctor_probe", ROOT / "library" / "vllm_fleet_doctor_probe.py"
+    "vllm_fleet_doctor_probe", ROOT / "plugins" / "modules" / "vllm_fleet_doctor_probe.py"
 )
 probe_module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probe_module)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fleet_monitoring import targets
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_monitoring import targets
 
 GROUPS = {
     "all": ["gw", "gpu1", "gpu2", "gpu3", "mon"],

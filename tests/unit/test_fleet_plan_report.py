@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-import vllm_planner
-from fleet_serving import deploy, vllm_log
-from vllm_fleet_ops import plan_report as pr
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import vllm_log
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import plan_report as pr
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "model-configs"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fleet_rollout.gates import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.gates import (
     container_name,
     containers,
     failed_checks,
@@ -12,7 +12,7 @@ from fleet_rollout.gates import (
     snapshot,
     soak_verdict,
 )
-from fleet_serving import deploy
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
 
 BASE = {"completion_seconds": 0.2, "ttft_seconds": 0.1}
 

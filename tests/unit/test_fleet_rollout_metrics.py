@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from fleet_rollout.access_log import merge_stats, parse_line, upstream_stats
-from fleet_rollout.metrics import counters_delta, samples, vllm_counters, vllm_load
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.gateway_access_log import (
+    merge_stats,
+    parse_line,
+    upstream_stats,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.metrics import (
+    counters_delta,
+    samples,
+    vllm_counters,
+    vllm_load,
+)
 
 # Lines as vLLM 0.32 (CPU build) prints them, two models on one server for the label filter.
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.

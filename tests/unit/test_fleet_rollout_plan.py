@@ -6,7 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 from ansible.executor.playbook_executor import PlaybookExecutor
-from fleet_rollout.plan import RolloutError, batch_sizes, default_group, rollout_plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.plan import (
+    RolloutError,
+    batch_sizes,
+    default_group,
+    rollout_plan,
+)
 
 
 def ansible_batches(serial: list, count: int) -> list[int]:

@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import capture
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import nvidia_host
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host, nvidia_smi
 from nvidia_smi_profiles import ROOT as ROOT_DIR
 from nvidia_smi_profiles import capture
 

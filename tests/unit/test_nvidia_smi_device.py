@@ -10,8 +10,8 @@ import json
 import re
 from pathlib import Path
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import PROFILES_DIR, ROOT, STANDIN, capture, run_module
 
 PROFILE = "h200x1-device"

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import PROFILES_DIR, ROOT, STANDIN, capture, load_profile, profile_names, run_module
 
 pytest.importorskip("ansible.module_utils.basic")
@@ -145,7 +145,7 @@ PLAYBOOK = """\
   environment:
     NVIDIA_SMI_STANDIN_DIR: "{{ standin_dir }}"
   roles:
-    - role: gpu_facts
+    - role: vllm_fleet.vllm_fleet.gpu_facts
   tasks:
     - name: Save the facts
       ansible.builtin.copy:
@@ -181,8 +181,8 @@ def test_role_through_ansible_playbook(tmp_path: Path) -> None:
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     (tmp_path / "ansible.cfg").write_text(
-        f"[defaults]\nlibrary = {ROOT}/library\nmodule_utils = {ROOT}/module_utils\n"
-        f"roles_path = {ROOT}/roles\ninject_facts_as_vars = false\nforks = 4\n"
+        f"[defaults]\ncollections_path = {ROOT}/collections\n"
+        "inject_facts_as_vars = false\nforks = 4\n"
     )
     env = {**os.environ, "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import PROFILES_DIR, capture, load_profile, profile_names
 
 # Expected values read off the raw captures (grep), not off the parser.

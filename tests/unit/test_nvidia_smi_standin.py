@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import INSTALLER, PROFILES_DIR, STANDIN, load_profile, profile_names
 
 QUERY = " ".join(nvidia_smi.QUERY_ARGS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-import nvidia_smi
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import ROOT, capture
 
 TOPO_ONLY = ROOT / "tests" / "data" / "nvidia-smi-topo"

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (
+    PlanInputError,
+    plan,
+    resolve,
+    tp_candidates,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.quant import resolve_quant
 from planner_helpers import A100_40, H100, H200, RTX4090, T4, config, gpu
-from vllm_planner import PlanInputError, plan, resolve, tp_candidates
-from vllm_planner.quant import resolve_quant
 
 TP_CANDIDATES = [
     ("meta-llama__Meta-Llama-3.1-70B", 8, [1, 2, 4, 8]),

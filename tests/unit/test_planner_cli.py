@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,7 @@ H100 = ["--gpu-memory-mib", "81559", "--gpu-name", "NVIDIA H100 80GB HBM3", "--c
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     # plain python3 from a checkout, no install, no project packages on the path
     return subprocess.run(
-        [sys.executable, str(CLI), *args],
+        [str(CLI), *args],
         capture_output=True,
         text=True,
         timeout=60,

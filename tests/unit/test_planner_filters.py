@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_plan import FilterModule
 from jinja2 import Environment
 from planner_helpers import config
-from vllm_plan import FilterModule
 
 FACTS = {
     "present": True,

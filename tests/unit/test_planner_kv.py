@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan, resolve
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.gpu import GpuSpec
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.kv import (
+    attention_token_bytes,
+    build_layout,
+    mamba_state_bytes,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import version_info
 from planner_helpers import H100, H200, config, gpu
-from vllm_planner import plan, resolve
-from vllm_planner.gpu import GpuSpec
-from vllm_planner.kv import attention_token_bytes, build_layout, mamba_state_bytes
-from vllm_planner.versions import version_info
 
 # (fixture, tp, kv dtype bytes, expected KV bytes per token per GPU summed over attention layers)
 KV_PER_TOKEN = [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError, plan
 from planner_helpers import H100, H200, config, gpu
-from vllm_planner import PlanInputError, plan
 
 # The lab's tiny model (tests/images/vllm-cpu/make_tiny_model.py): 2 layers, 2 KV heads of 32, float32.
 TINY = {

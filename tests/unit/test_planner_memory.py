@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import GpuSpec, plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.gpu import (
+    estimate_reserved_mib,
+    gpu_spec_from_facts,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import (
+    parse_version,
+    version_info,
+)
 from planner_helpers import H100, H200, config, gpu
-from vllm_planner import GpuSpec, plan
-from vllm_planner.gpu import estimate_reserved_mib, gpu_spec_from_facts
-from vllm_planner.versions import parse_version, version_info
 
 GIB = 1 << 30
 H200_CUDA_TOTAL = (

@@ -11,10 +11,18 @@ is 2 bytes per parameter; DeepSeek-V3's FP8 index records 688,586,727,753 bytes.
 from __future__ import annotations
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan, resolve
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.quant import (
+    NONE,
+    resolve_quant,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.weights import (
+    checkpoint_bytes,
+    get_pp_indices,
+    parameter_count,
+    stage_bytes,
+)
 from planner_helpers import H100, H200, config, gpu
-from vllm_planner import plan, resolve
-from vllm_planner.quant import NONE, resolve_quant
-from vllm_planner.weights import checkpoint_bytes, get_pp_indices, parameter_count, stage_bytes
 
 PUBLISHED_PARAMS = [
     ("meta-llama__Meta-Llama-3.1-8B", 8_030_261_248, 0.0),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fleet_serving import deploy
-from fleet_serving.deploy import ServingError
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 
 PLANNED = ["--tensor-parallel-size", "2", "--max-model-len", "32768", "--gpu-memory-utilization", "0.9"]
 

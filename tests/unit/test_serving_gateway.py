@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from fleet_serving import gateway
-from fleet_serving.deploy import ServingError
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import gateway
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 
 BACKENDS = [
     {"host": "gpu2", "address": "10.0.0.2", "models": [{"name": "llama", "port": 8000}]},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fleet_serving import vllm_log
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import vllm_log
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "vllm-logs"
 CPU_LOG = (DATA / "cpu-0.32.0-tiny.log").read_text()

@@ -42,10 +42,7 @@ def run_playbook(playbook: str, *extra: str, timeout: float = 2400) -> subproces
     env = {
         **os.environ,
         "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_FILTER_PLUGINS": str(REPO / "filter_plugins"),
-        "ANSIBLE_LIBRARY": str(REPO / "library"),
-        "ANSIBLE_MODULE_UTILS": str(REPO / "module_utils"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
     }

@@ -17,16 +17,11 @@ fleet_rollout_merge_log_stats(parts)                          gateway log stats 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-from fleet_rollout import access_log, gates, metrics, plan  # noqa: E402
-from vllm_fleet_filters import wrap_filters  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import gateway_access_log as access_log
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout import gates, metrics, plan
 
 
 class FilterModule:

@@ -116,8 +116,11 @@ import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.fleet_serving.docker_api import DockerClient, DockerError  # noqa: E402
-from ansible.module_utils.fleet_serving.vllm_log import (  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (  # noqa: E402
+    DockerClient,
+    DockerError,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.vllm_log import (  # noqa: E402
     demux_docker_logs,
     diagnose_failure,
     parse_kv_cache,

@@ -9,16 +9,10 @@ fleet_monitoring_image_version(image)                        the version label o
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-from fleet_monitoring import targets  # noqa: E402
-from vllm_fleet_filters import wrap_filters  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_monitoring import targets
 
 
 class FilterModule:

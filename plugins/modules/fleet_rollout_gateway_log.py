@@ -81,7 +81,7 @@ import os  # noqa: E402
 import socket  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.fleet_rollout.access_log import upstream_stats  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.gateway_access_log import upstream_stats  # noqa: E402
 
 
 def resolve(servers: list[str]) -> list[str]:

@@ -17,20 +17,17 @@ vllm_fleet_bench_knee(steps, factor)                   the knee of the steps rec
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-import nvidia_host  # noqa: E402
-import vllm_planner  # noqa: E402
-from vllm_fleet_ops import bench, doctor, plan_report  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import (
+    bench,
+    doctor,
+    plan_report,
+)
 
 
 def _plan(

@@ -6,17 +6,10 @@ vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared)                           p
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-import vllm_planner  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
 
 
 def _short(value: Any) -> str:

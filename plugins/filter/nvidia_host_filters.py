@@ -21,16 +21,10 @@ nvidia_host_packages_to_hold(status, names)             installed packages not h
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-import nvidia_host  # noqa: E402
-from vllm_fleet_filters import wrap_filters  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
 
 _FILTERS = {
     "nvidia_host_branch_of": nvidia_host.branch_of,

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.nvidia_smi import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_smi import (
     DETAIL_ARGS,
     NVLINK_ARGS,
     QUERY_ARGS,

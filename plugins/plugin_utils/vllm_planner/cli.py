@@ -227,3 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(json.dumps(result, indent=2))
     return EXIT_OK if result["feasible"] else EXIT_INFEASIBLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

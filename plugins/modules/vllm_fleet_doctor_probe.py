@@ -12,9 +12,11 @@ import urllib.parse
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleet_serving.docker_api import DockerClient, DockerError
-from ansible.module_utils.nvidia_host import cuda_version_from_image
-from ansible.module_utils.vllm_fleet_ops.probe import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
+    DockerClient,
+    DockerError,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
     container_summary,
     looks_like_vllm,
     parse_chronyc_tracking,
@@ -23,18 +25,19 @@ from ansible.module_utils.vllm_fleet_ops.probe import (
     parse_meminfo,
     parse_proc_net_tcp,
 )
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_host import cuda_version_from_image
 
 DOCUMENTATION = r"""
 ---
 module: vllm_fleet_doctor_probe
 short_description: Read the host state the vllm-fleet doctor checks
 description:
-  - Reads, without changing anything, what C(playbooks/doctor.yml) needs from a host in one call:
+  - Reads, without changing anything, what C(playbooks/doctor.yml) needs from a host in one call, that is
     free space of paths, the size and metadata of model folders, memory, C(/dev/shm), listening
     TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
     command), the CUDA version of images, the NVIDIA container toolkit, ECC state from
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
-  - Judging the readings is done on the control node (module_utils/vllm_fleet_ops/doctor.py).
+  - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor.py).
 version_added: "1.0.0"
 author:
   - vllm-fleet maintainers
