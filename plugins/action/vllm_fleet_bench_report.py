@@ -24,7 +24,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validated, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         if self._task.check_mode:
             result.update(changed=False, skipped=True, msg="check mode: no report written")
             return result

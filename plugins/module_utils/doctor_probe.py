@@ -20,7 +20,7 @@ def parse_proc_net_tcp(text: str) -> list[dict[str, Any]]:
         fields = line.split()
         if len(fields) < 10 or fields[3] != LISTEN:
             continue
-        address, _, port = fields[1].rpartition(":")
+        address, _sep, port = fields[1].rpartition(":")
         try:
             sockets.append({"address": _hex_address(address), "port": int(port, 16), "inode": int(fields[9])})
         except ValueError:

@@ -146,7 +146,7 @@ def cuda_version_from_image(config: Mapping[str, Any] | None) -> str | None:
     if not config:
         return None
     for item in config.get("Env") or []:
-        name, _, value = str(item).partition("=")
+        name, _sep, value = str(item).partition("=")
         if name == "CUDA_VERSION" and _CUDA_RE.match(value):
             major, minor = _cuda_tuple(value)
             return f"{major}.{minor}"

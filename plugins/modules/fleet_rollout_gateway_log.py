@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: vllm-fleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read the gateway's access log from an offset: answers and timings per upstream server."""
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ options:
     type: list
     elements: str
     default: []
-author: vllm-fleet
+author: vllm-fleet maintainers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -89,7 +91,7 @@ def resolve(servers: list[str]) -> list[str]:
     out: list[str] = []
     for server in servers:
         out.append(server)
-        host, _, port = server.rpartition(":")
+        host, _sep, port = server.rpartition(":")
         host = host.strip("[]")
         try:
             ipaddress.ip_address(host)

@@ -1,22 +1,9 @@
 #!/usr/bin/python
+# Copyright: vllm-fleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module: NVIDIA GPU facts from nvidia-smi."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_smi import (
-    DETAIL_ARGS,
-    NVLINK_ARGS,
-    QUERY_ARGS,
-    STATE_NO_DRIVER,
-    TOPO_ARGS,
-    empty_facts,
-    facts_from_results,
-    parse_proc_version,
-)
 
 DOCUMENTATION = r"""
 ---
@@ -34,8 +21,7 @@ description:
     C(notes) and fall back (compute capability from the product name, links from the
     NVSwitch fabric state or the product's lack of NVLink).
 version_added: "1.0.0"
-author:
-  - vllm-fleet maintainers
+author: vllm-fleet maintainers (@vllm-fleet)
 options:
   path:
     description:
@@ -58,10 +44,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reads only; the same facts in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
   facts:
     support: full
+    description: Sets C(ansible_facts.nvidia_gpu).
 notes:
   - GPU indices are nvidia-smi's (PCI bus order), which is also the order of
     C(CUDA_DEVICE_ORDER=PCI_BUS_ID).
@@ -155,6 +144,20 @@ ansible_facts:
           type: list
           elements: str
 """
+
+import os
+import subprocess
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_smi import (
+    DETAIL_ARGS,
+    NVLINK_ARGS,
+    QUERY_ARGS,
+    STATE_NO_DRIVER,
+    TOPO_ARGS,
+    empty_facts,
+    facts_from_results,
+    parse_proc_version,
+)
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 

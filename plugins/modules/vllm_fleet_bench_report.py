@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: vllm-fleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Documentation of the vllm_fleet_bench_report action (it runs on the control node only)."""
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ attributes:
   check_mode:
     support: none
     description: In check mode nothing is written.
-author: vllm-fleet maintainers
+author: vllm-fleet maintainers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

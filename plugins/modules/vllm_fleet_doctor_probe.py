@@ -1,31 +1,9 @@
 #!/usr/bin/python
+# Copyright: vllm-fleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module: read what the vllm-fleet doctor checks on one host, changing nothing."""
 
 from __future__ import annotations
-
-import glob
-import json
-import os
-import subprocess
-import time
-import urllib.parse
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
-    DockerClient,
-    DockerError,
-)
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
-    container_summary,
-    looks_like_vllm,
-    parse_chronyc_tracking,
-    parse_ecc,
-    parse_key_values,
-    parse_meminfo,
-    parse_proc_net_tcp,
-)
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_host import cuda_version_from_image
 
 DOCUMENTATION = r"""
 ---
@@ -39,8 +17,7 @@ description:
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
   - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor.py).
 version_added: "1.0.0"
-author:
-  - vllm-fleet maintainers
+author: vllm-fleet maintainers (@vllm-fleet)
 options:
   paths:
     description:
@@ -87,8 +64,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reads only; the same readings in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
 """
 
 EXAMPLES = r"""
@@ -108,6 +87,29 @@ probe:
   returned: always
   type: dict
 """
+
+import glob
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+from typing import Any
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
+    DockerClient,
+    DockerError,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
+    container_summary,
+    looks_like_vllm,
+    parse_chronyc_tracking,
+    parse_ecc,
+    parse_key_values,
+    parse_meminfo,
+    parse_proc_net_tcp,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_host import cuda_version_from_image
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024
 
@@ -348,7 +350,7 @@ def toolkit(module: AnsibleModule, runtime: dict[str, Any]) -> dict[str, Any]:
         rc, text = run([cli, "--version"])
         if rc == 0:
             first = text.strip().splitlines()[0] if text.strip() else ""
-            out["cli_version"] = first.split(":")[-1].strip() or first
+            out["cli_version"] = first.rsplit(":", maxsplit=1)[-1].strip() or first
     dirs = list(runtime.get("cdi_spec_dirs") or []) + ["/etc/cdi", "/var/run/cdi"]
     for folder in dict.fromkeys(dirs):
         out["cdi_specs"] += sorted(

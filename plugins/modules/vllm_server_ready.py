@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: vllm-fleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Wait until a vLLM container generates tokens; report its startup KV-cache figures."""
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ options:
     description: Seconds allowed for one check request.
     type: int
     default: 60
-author: vllm-fleet
+author: vllm-fleet maintainers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -113,9 +115,9 @@ log_tail:
 import json  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
-import urllib.request  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (  # noqa: E402
     DockerClient,
     DockerError,
@@ -135,13 +137,12 @@ def _post(url, key, payload, timeout):
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = "Bearer " + key
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-    return urllib.request.urlopen(req, timeout=timeout)
+    return open_url(url, data=json.dumps(payload).encode(), headers=headers, method="POST", timeout=timeout)
 
 
 def _get_status(url, timeout):
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with open_url(url, timeout=timeout) as resp:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -216,7 +217,7 @@ def main():
             container=dict(type="str", default=""),
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             timeout=dict(type="int", default=600),
-            max_tokens=dict(type="int", default=4),
+            max_tokens=dict(type="int", default=4, no_log=False),
             stream=dict(type="bool", default=True),
             request_timeout=dict(type="int", default=60),
         ),

@@ -122,7 +122,7 @@ def parse_docker_time(value: str | None) -> float | None:
     """Unix time of a Docker RFC 3339 timestamp (nanoseconds dropped); None for zero/empty."""
     if not value or value.startswith("0001-01-01"):
         return None
-    main, _, frac = value.rstrip("Z").partition(".")
+    main, _sep, frac = value.rstrip("Z").partition(".")
     try:
         # timezone.utc, not datetime.UTC: GPU hosts may run Python 3.10
         parsed = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)  # noqa: UP017
