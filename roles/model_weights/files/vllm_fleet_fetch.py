@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from vllm_fleet_weights import (  # noqa: E402 - after the path set-up above
+# run as a script: its own folder (where vllm_fleet_weights.py is installed beside it) is on the path
+from vllm_fleet_weights import (
     COMMIT_RE,
     LOCK_NAME,
     Plan,
