@@ -21,7 +21,8 @@ cap() {
 }
 sh_cap() { cap "$1" sh -c "$2"; }
 
-QUERY=$(cd "$ROOT/module_utils" && python3 -c 'import nvidia_smi; print(" ".join(nvidia_smi.QUERY_ARGS))')
+QUERY=$(PYTHONPATH="$ROOT/collections" python3 -c \
+  'from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi; print(" ".join(nvidia_smi.QUERY_ARGS))')
 SMI=$(command -v nvidia-smi || echo nvidia-smi)
 
 cap nvidia-smi/nvidia-smi.txt "$SMI"
@@ -53,8 +54,9 @@ cap host-state/proc-cmdline.txt cat /proc/cmdline
 
 export LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 export ANSIBLE_CONFIG=$OUT/ansible.cfg
-printf '[defaults]\nlibrary = %s/library\nmodule_utils = %s/module_utils\nroles_path = %s/roles\ninject_facts_as_vars = false\ninterpreter_python = %s\nlocal_tmp = /tmp/ansible-local\n' \
-  "$ROOT" "$ROOT" "$ROOT" "$(command -v python3)" >"$ANSIBLE_CONFIG"
+# the clone as the collection vllm_fleet.vllm_fleet
+printf '[defaults]\ncollections_path = %s/collections\ninject_facts_as_vars = false\ninterpreter_python = %s\nlocal_tmp = /tmp/ansible-local\n' \
+  "$ROOT" "$(command -v python3)" >"$ANSIBLE_CONFIG"
 cap ansible-version.txt ansible-playbook --version
 cap ansible-run.txt ansible-playbook -c local -i localhost, "$ROOT/tests/hardware/gpu-facts.yml" \
   -e "hardware_facts_out=$OUT/facts.json"
