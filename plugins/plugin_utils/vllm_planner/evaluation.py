@@ -58,7 +58,6 @@ class Ctx:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget verbatim
 
 
-
 def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
     key = (
         id(ctx.arch),
@@ -208,7 +207,6 @@ def concurrency(ctx: Ctx, ev: Evaluation, mnbt: int, length: int) -> float:
     return ev.num_blocks / bpr if bpr else 0.0
 
 
-
 def fixed_kv_overflow(ctx: Ctx, mem: StageMemory) -> int:
     """Bytes by which a fixed KV cache (kv_cache_memory_bytes) and the rest exceed the GPU; 0 or less fits."""
     if ctx.kv_cache_memory_bytes is None:
@@ -219,9 +217,7 @@ def fixed_kv_overflow(ctx: Ctx, mem: StageMemory) -> int:
     return needed - mem.total
 
 
-
 def replace_ctx(ctx: Ctx, **changes: Any) -> Ctx:
     fields = {f: getattr(ctx, f) for f in Ctx.__slots__}  # type: ignore[attr-defined]
     fields.update(changes)
     return Ctx(**fields)
-

@@ -345,19 +345,20 @@ def merge_plan_options(
     model_options: Mapping[str, Any] | None = None,
     model_name: Any = None,
 ) -> dict[str, Any]:
-    """The planner options of one served model: the vLLM release, then the GPU group's options
-    (``vllm_server_plan_options``), then the model's ``overrides``; later layers win.
+    """The planner options of one served model, from its layers; a later layer wins.
 
-    ``model_name`` is used when no layer names the model. A null value unsets the option (the planner
-    treats null as unset), so it is dropped. Keys are not checked here: the planner rejects unknown ones.
+    The layers: ``vllm_version`` (the release the image runs; skipped when empty), the GPU group's options
+    (``vllm_server_plan_options``), the model's (``vllm_server_models[].overrides``), then ``model_name``
+    when no layer names the model. Null values are dropped (the planner reads null as unset, so a model
+    can unset a group option with one). Keys are not checked here: the planner rejects unknown ones.
     """
-    merged: dict[str, Any] = {"vllm_version": vllm_version}
+    merged: dict[str, Any] = {} if vllm_version in (None, "") else {"vllm_version": vllm_version}
     for layer in (group_options, model_options):
         if layer is not None and not isinstance(layer, Mapping):
             raise PlanInputError(f"plan options: expected a mapping, got {type(layer).__name__}")
         merged.update(layer or {})
-    if model_name not in (None, "") and merged.get("model_name") in (None, ""):
-        merged["model_name"] = model_name
+    if model_name is not None:
+        merged.setdefault("model_name", model_name)
     return {k: v for k, v in merged.items() if v is not None}
 
 
@@ -395,7 +396,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(o.cli_flag, dest=o.name, action="store_true", help=o.help)
         else:
             parser.add_argument(
-                o.cli_flag, dest=o.name, type=o.cli_type, metavar=o.metavar, choices=o.choices, help=o.help
+                o.cli_flag,
+                dest=o.name,
+                type=o.cli_type,
+                metavar=None if o.choices else o.metavar,  # argparse then lists the choices
+                choices=o.choices,
+                help=o.help,
             )
 
 
