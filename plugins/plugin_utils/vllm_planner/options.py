@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from .config import normalize_dtype
@@ -296,6 +296,7 @@ OPTIONS: tuple[PlanOption, ...] = (
 )
 OPTION_KEYS = frozenset(o.name for o in OPTIONS)
 BY_NAME: dict[str, PlanOption] = {o.name: o for o in OPTIONS}
+_DEFAULTS: dict[str, Any] = {o.name: o.parse({}, o.name) for o in OPTIONS}  # what an unset option reads as
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,10 +331,18 @@ def check_known(options: Mapping[str, Any]) -> None:
         )
 
 
-def parse_options(options: Mapping[str, Any]) -> PlanOptions:
-    """Read every option with its parser; raises PlanInputError naming the first bad one."""
-    check_known(options)
-    return PlanOptions(**{f.name: BY_NAME[f.name].parse(options, f.name) for f in fields(PlanOptions)})
+def parse_options(options: Mapping[str, Any], check: bool = True) -> PlanOptions:
+    """Read the options, in table order; raises PlanInputError naming the first bad one.
+
+    ``check=False`` skips the unknown-key check, for a caller that made it already.
+    """
+    if check:
+        check_known(options)
+    values = dict(_DEFAULTS)  # a plan sets few options: parse only those (the planner's hot path)
+    for o in OPTIONS:
+        if o.name in options:
+            values[o.name] = o.parse(options, o.name)
+    return PlanOptions(**values)
 
 
 # --- merging the fleet's layers -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .gpu import GpuSpec
 from .options import OPTION_KEYS, WORKLOADS, check_known, parse_options, parse_version
 from .result import build_result
 from .settings import Notes, settle, version_warnings
-from .settings import class_defaults as _class_defaults
+from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
 from .versions import version_info
 
 __all__ = [
@@ -53,7 +53,7 @@ def plan(
     g = GpuSpec.from_any(gpu)
     vinfo = version_info(parse_version(raw, "vllm_version"))
     notes = Notes(warnings=version_warnings(vinfo))
-    opts = parse_options(raw)
+    opts = parse_options(raw, check=False)  # checked above, before the config is read
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)
     notes.errors.extend(parallel_errors(s))
     tp, pp = opts.tensor_parallel_size or 1, opts.pipeline_parallel_size or 1
