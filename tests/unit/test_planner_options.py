@@ -20,7 +20,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_o
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import plan_report as pr
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import cli
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import options as O
-from planner_helpers import H100, config, gpu
+from planner_helpers import H100, H200, config, gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "model-configs"
@@ -132,27 +132,36 @@ def test_every_plan_field_maps_to_a_vllm_flag_and_a_plan_key() -> None:
         assert name in plan, name
 
 
-def test_vllm_args_follow_the_table() -> None:
+def test_every_vllm_flag_of_the_table_is_emitted_in_table_order() -> None:
+    # each launch option set, on a multimodal model across two nodes of a release with --language-model-only
+    launch = {
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 2,
+        "max_model_len": 8192,
+        "max_num_seqs": 32,
+        "max_num_batched_tokens": 4096,
+        "gpu_memory_utilization": 0.8,
+        "dtype": "bfloat16",
+        "kv_cache_dtype": "fp8",
+        "quantization": "fp8",
+        "enforce_eager": True,
+        "kv_cache_memory_bytes": "4G",
+        "block_size": 32,
+        "language_model_only": True,
+    }
+    assert set(launch) == {o.name for o in O.OPTIONS if o.vllm_flag}
     plan = vllm_planner.plan(
-        config("Qwen__Qwen2.5-7B"),
-        gpu(H100, count=4),
-        options={
-            "tensor_parallel_size": 2,
-            "gpu_memory_utilization": 0.8,
-            "dtype": "bfloat16",
-            "kv_cache_dtype": "fp8",
-            "enforce_eager": True,
-            "block_size": 32,
-            "kv_cache_memory_bytes": "8G",
-            "vllm_version": "0.20.1",
-        },
+        config("Qwen__Qwen3-VL-8B-Instruct"),
+        gpu(H200, count=4, nodes=2),
+        options={**launch, "vllm_version": "0.34.0"},
     )
     assert plan["feasible"], plan["errors"]
     flags = [a for a in plan["vllm_args"] if a.startswith("--")]
-    table_order = [o.vllm_flag for o in O.OPTIONS if o.vllm_flag in flags]
-    assert flags == table_order
-    owners = deploy.PLANNER_FLAGS
-    assert all(flag in owners for flag in flags)  # extra_args cannot set any of them
+    assert flags == [o.vllm_flag for o in O.OPTIONS if o.vllm_flag]
+    args = plan["vllm_args"]
+    assert args[args.index("--block-size") + 1] == "32"
+    assert args[args.index("--kv-cache-memory-bytes") + 1] == str(4 * 2**30)
+    assert all(flag in deploy.PLANNER_FLAGS for flag in flags)  # extra_args cannot set any of them
 
 
 def test_vllm_arguments_formats_values() -> None:
