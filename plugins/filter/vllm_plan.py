@@ -2,6 +2,7 @@
 
 vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
 vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared)                           planner GPU dict from facts
+vllm_fleet_plan_options(vllm_version, group_options, model_options, model_name) one model's planner options
 """
 
 from __future__ import annotations
@@ -52,8 +53,25 @@ def vllm_fleet_gpu_spec(nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = Fal
         raise AnsibleFilterError(f"vllm_fleet_gpu_spec: {exc} (value={_short(nvidia_gpu_facts)})") from exc
 
 
+def vllm_fleet_plan_options(
+    vllm_version: Any, group_options: Any = None, model_options: Any = None, model_name: Any = None
+) -> dict[str, Any]:
+    """One model's planner options from the fleet's layers; see vllm_fleet_plan_options.yml."""
+    try:
+        return vllm_planner.merge_plan_options(vllm_version, group_options, model_options, model_name)
+    except vllm_planner.PlanInputError as exc:
+        raise AnsibleFilterError(
+            f"vllm_fleet_plan_options: {exc} (group_options={_short(group_options)}, "
+            f"model_options={_short(model_options)})"
+        ) from exc
+
+
 class FilterModule:
     """vLLM launch planning."""
 
     def filters(self) -> dict[str, Any]:
-        return {"vllm_fleet_plan": vllm_fleet_plan, "vllm_fleet_gpu_spec": vllm_fleet_gpu_spec}
+        return {
+            "vllm_fleet_plan": vllm_fleet_plan,
+            "vllm_fleet_gpu_spec": vllm_fleet_gpu_spec,
+            "vllm_fleet_plan_options": vllm_fleet_plan_options,
+        }

@@ -63,7 +63,14 @@ def llama8b() -> dict:
             [],
         ),
         ({"enforce_eager": False, "max_model_len": "auto"}, None, None, ["--max-model-len", "auto"], []),
-        ({"block_size": 32, "workload": "batch"}, None, None, ["--workload", "batch"], ["block_size"]),
+        (
+            {"block_size": 32, "workload": "batch"},
+            None,
+            None,
+            ["--block-size", "32", "--workload", "batch"],
+            [],
+        ),
+        ({"no_such_option": 1, "workload": "batch"}, None, None, ["--workload", "batch"], ["no_such_option"]),
         ({}, "/x/index.json", 123, [], []),  # the index wins over weights_bytes
         ({}, None, 15_000_000_000, [], []),
     ],

@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..vllm_planner.options import plan_fields, vllm_flag_owners
+
 
 class ServingError(ValueError):
     """Invalid serving input; the message names the variable to fix."""
@@ -23,24 +25,9 @@ ROLE_FLAGS: dict[str, str] = {
     "--api-key": "vllm_server_api_key (passed as VLLM_API_KEY, never on the command line)",
 }
 
-# Planner option that owns each flag: extra_args may not bypass the planner's validation.
-PLANNER_FLAGS: dict[str, str] = {
-    "--tensor-parallel-size": "tensor_parallel_size",
-    "-tp": "tensor_parallel_size",
-    "--pipeline-parallel-size": "pipeline_parallel_size",
-    "-pp": "pipeline_parallel_size",
-    "--max-model-len": "max_model_len",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-    "--max-num-seqs": "max_num_seqs",
-    "--max-num-batched-tokens": "max_num_batched_tokens",
-    "--dtype": "dtype",
-    "--kv-cache-dtype": "kv_cache_dtype",
-    "--quantization": "quantization",
-    "-q": "quantization",
-    "--enforce-eager": "enforce_eager",
-    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
-    "--kv-cache-memory": "kv_cache_memory_bytes",
-}
+# Planner option that owns each flag (from the planner's option table): extra_args may not bypass the
+# planner's validation.
+PLANNER_FLAGS: dict[str, str] = vllm_flag_owners()
 
 
 def _flag_name(token: str) -> str:
@@ -237,19 +224,8 @@ def readiness_timeout(weights_bytes: Any, base: int = 300, per_gib: float = 15.0
     return int(min(maximum, base + per_gib * gib))
 
 
-PLAN_FIELDS = (
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "dtype",
-    "kv_cache_dtype",
-    "kv_bytes_per_token",
-    "kv_cache_tokens",
-    "max_concurrency",
-)
+# The launch values (the option table's plan fields), then the figures worth comparing with vLLM's log.
+PLAN_FIELDS = (*plan_fields(), "kv_bytes_per_token", "kv_cache_tokens", "max_concurrency")
 
 
 def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:

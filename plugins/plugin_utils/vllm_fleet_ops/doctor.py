@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..vllm_planner.options import merge_plan_options
 from .textable import render_table
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -164,11 +165,9 @@ def _plan_for(
             if overrides.get(k)
         }
         return (given, "overrides") if given else (None, "")
-    options = dict(rec.get("plan_options") or {})
-    options.update(model.get("overrides") or {})
-    if rec.get("vllm_version") and "vllm_version" not in options:
-        options["vllm_version"] = rec["vllm_version"]
-    options.setdefault("model_name", model.get("name"))
+    options = merge_plan_options(
+        rec.get("vllm_version"), rec.get("plan_options"), model.get("overrides"), model.get("name")
+    )
     try:
         return planner(config, gpu, options), "planned now"
     except ValueError as exc:

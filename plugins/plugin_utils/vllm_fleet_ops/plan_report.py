@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..vllm_planner.options import GPU_FLAGS, cli_arguments, merge_plan_options
 from .textable import render_table
 
 GIB = 1024**3
@@ -23,35 +24,6 @@ REPORT_SCHEMA = 1
 Planner = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], Any, Any], dict[str, Any]]
 # gpu_spec: (nvidia_gpu facts, nodes, shared) -> planner gpu dict
 GpuSpec = Callable[[Mapping[str, Any], int, bool], dict[str, Any]]
-
-# options -> CLI flags of bin/vllm-fleet-plan (booleans are bare flags)
-OPTION_FLAGS = {
-    "tensor_parallel_size": "--tensor-parallel-size",
-    "pipeline_parallel_size": "--pipeline-parallel-size",
-    "max_model_len": "--max-model-len",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "max_num_seqs": "--max-num-seqs",
-    "max_num_batched_tokens": "--max-num-batched-tokens",
-    "dtype": "--dtype",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "quantization": "--quantization",
-    "vllm_version": "--vllm-version",
-    "target_context_len": "--target-context-len",
-    "target_concurrency": "--target-concurrency",
-    "workload": "--workload",
-    "model_name": "--model-name",
-    "enforce_eager": "--enforce-eager",
-    "language_model_only": "--language-model-only",
-    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
-}
-GPU_FLAGS = {
-    "memory_mib": "--gpu-memory-mib",
-    "count": "--gpus-per-node",
-    "nodes": "--nodes",
-    "name": "--gpu-name",
-    "compute_capability": "--compute-capability",
-    "memory_reserved_mib": "--gpu-memory-reserved-mib",
-}
 
 # (label, key in the deployed plan / plan, key in vLLM's actual figures, scale of the actual figure,
 #  rounding of the figure in vLLM's log: half its last printed digit, in the actual figure's unit)
@@ -78,22 +50,8 @@ def planner_command(
         cmd += ["--safetensors-index", str(index_path)]
     elif weights_bytes:
         cmd += ["--weights-bytes", str(int(weights_bytes))]
-    for key, flag in GPU_FLAGS.items():
-        if gpu.get(key) not in (None, ""):
-            cmd += [flag, str(gpu[key])]
-    if gpu.get("shared"):
-        cmd.append("--shared-gpu")
-    missing = []
-    for key in sorted(options):
-        value = options[key]
-        flag = OPTION_FLAGS.get(key)
-        if flag is None:
-            missing.append(key)
-        elif isinstance(value, bool):
-            if value:
-                cmd.append(flag)
-        elif value is not None:
-            cmd += [flag, str(value)]
+    flags, missing = cli_arguments(gpu, options)  # the flags come from the planner's option table
+    cmd += flags
     cmd += ["--format", "json"]
     return cmd, missing
 
@@ -486,13 +444,12 @@ def normalize_entries(
             )
             continue
         first = hostvars.get(hosts[0]) or {}
-        options: dict[str, Any] = {
-            "vllm_version": first.get("vllm_server_vllm_version") or settings.get("vllm_version")
-        }
-        options.update(first.get("vllm_server_plan_options") or {})
-        options.update(model.get("options") or {})
-        options.setdefault("model_name", entry["name"])
-        entry["options"] = {k: v for k, v in options.items() if v is not None}
+        entry["options"] = merge_plan_options(
+            first.get("vllm_server_vllm_version") or settings.get("vllm_version"),
+            first.get("vllm_server_plan_options"),
+            model.get("options"),
+            entry["name"],
+        )
         if model.get("config"):
             entry["config_path"] = _abs(model["config"], base)
             entry["index_path"] = _abs(model.get("safetensors_index"), base)

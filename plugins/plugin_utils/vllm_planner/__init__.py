@@ -1,13 +1,15 @@
 """vLLM launch planner: choose TP/PP, gpu_memory_utilization, max_model_len, max_num_seqs and
 max_num_batched_tokens for a model on given GPUs, and predict per-GPU memory the way vLLM accounts it.
 
-Standard library only; no Ansible imports. Public entry point: `plan()`.
+Standard library only; no Ansible imports. Public entry point: `plan()`; its options are the table in
+`options.py`, and `merge_plan_options()` combines the fleet's option layers.
 """
 
 from .config import ModelArch, resolve, resolve_cached, text_config_of
 from .errors import PlanInputError
 from .gpu import GpuSpec, gpu_spec_from_facts
-from .planner import OPTION_KEYS, plan, tp_candidates, tp_problems
+from .options import OPTION_KEYS, OPTIONS, PlanOption, merge_plan_options
+from .planner import plan, tp_candidates, tp_problems
 from .versions import DEFAULT_VLLM_VERSION, parse_version, version_info
 
 __all__ = [
@@ -16,7 +18,10 @@ __all__ = [
     "gpu_spec_from_facts",
     "ModelArch",
     "OPTION_KEYS",
+    "OPTIONS",
+    "PlanOption",
     "PlanInputError",
+    "merge_plan_options",
     "parse_version",
     "plan",
     "resolve",

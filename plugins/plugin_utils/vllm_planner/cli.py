@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import GIB, PlanInputError
+from .options import add_cli_arguments, gpu_from_cli, options_from_cli
 from .planner import plan
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2
@@ -47,42 +48,7 @@ def _parser() -> _Parser:
         help="model.safetensors.index.json, a JSON safetensors header, or a .safetensors file",
     )
     w.add_argument("--weights-bytes", type=int, metavar="N", help="total checkpoint tensor bytes")
-    p.add_argument("--gpu-memory-mib", type=int, required=True, metavar="N", help="nvidia-smi memory.total")
-    p.add_argument("--gpus-per-node", type=int, required=True, metavar="N")
-    p.add_argument("--nodes", type=int, default=1, metavar="N")
-    p.add_argument("--gpu-name", default="unknown", metavar="NAME")
-    p.add_argument("--compute-capability", default="8.0", metavar="X.Y")
-    p.add_argument(
-        "--gpu-memory-reserved-mib",
-        type=int,
-        metavar="N",
-        help="nvidia-smi -q 'FB Memory Usage: Reserved' (estimated when omitted)",
-    )
-    p.add_argument("--shared-gpu", action="store_true", help="other processes use these GPUs too")
-    p.add_argument("--tensor-parallel-size", type=int, metavar="N")
-    p.add_argument("--pipeline-parallel-size", type=int, metavar="N")
-    p.add_argument("--max-model-len", metavar="N")
-    p.add_argument("--gpu-memory-utilization", type=float, metavar="F")
-    p.add_argument("--max-num-seqs", type=int, metavar="N")
-    p.add_argument("--max-num-batched-tokens", type=int, metavar="N")
-    p.add_argument("--dtype", metavar="D")
-    p.add_argument("--kv-cache-dtype", metavar="D")
-    p.add_argument("--quantization", metavar="Q")
-    p.add_argument("--vllm-version", metavar="X.Y.Z")
-    p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--target-context-len", type=int, metavar="N")
-    p.add_argument("--target-concurrency", type=int, metavar="N")
-    p.add_argument("--workload", choices=("chat", "batch"))
-    p.add_argument("--language-model-only", action="store_true")
-    p.add_argument(
-        "--kv-cache-memory-bytes",
-        metavar="SIZE",
-        help="a fixed KV cache per GPU, read as vLLM reads it (8G = 8 GiB, 8g = 8e9); "
-        "gpu_memory_utilization then does not size the KV cache",
-    )
-    p.add_argument(
-        "--model-name", metavar="NAME", help="name used in messages (default: from the config path)"
-    )
+    add_cli_arguments(p)  # the GPU flags and one flag per planner option (options.OPTIONS)
     p.add_argument("--format", choices=("json", "table"), default="json")
     return p
 
@@ -126,31 +92,7 @@ def _model_config(path: str) -> dict[str, Any]:
 
 
 def _options(ns: argparse.Namespace, cfg_path: str) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    for key in (
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "max_model_len",
-        "gpu_memory_utilization",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "dtype",
-        "kv_cache_dtype",
-        "quantization",
-        "vllm_version",
-        "target_context_len",
-        "target_concurrency",
-        "workload",
-        "model_name",
-        "kv_cache_memory_bytes",
-    ):
-        v = getattr(ns, key)
-        if v is not None:
-            opts[key] = v
-    if ns.enforce_eager:
-        opts["enforce_eager"] = True
-    if ns.language_model_only:
-        opts["language_model_only"] = True
+    opts = options_from_cli(ns)
     if "model_name" not in opts:
         parent = Path(cfg_path).resolve().parent.name
         if parent:
@@ -202,19 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         ns = _parser().parse_args(argv)
         cfg = _model_config(ns.model_config)
         index = _read_index(ns.safetensors_index) if ns.safetensors_index else None
-        gpu = {
-            "name": ns.gpu_name,
-            "memory_mib": ns.gpu_memory_mib,
-            "count": ns.gpus_per_node,
-            "compute_capability": ns.compute_capability,
-            "nodes": ns.nodes,
-            "shared": ns.shared_gpu,
-        }
-        if ns.gpu_memory_reserved_mib is not None:
-            gpu["memory_reserved_mib"] = ns.gpu_memory_reserved_mib
         result = plan(
             cfg,
-            gpu,
+            gpu_from_cli(ns),
             safetensors_index=index,
             weights_bytes=ns.weights_bytes,
             options=_options(ns, ns.model_config),

@@ -1,0 +1,482 @@
+"""The planner's options: one table, and everything derived from it.
+
+Each option is named once here, with how it is read, its ``bin/vllm-fleet-plan`` flag, the ``vllm serve``
+flags it owns and whether the plan reports it under the same key. The planner's validation, the CLI, the
+plan report's equivalent command and the serving role's guard on ``extra_args`` all read this table, and
+``merge_plan_options`` is the one place the fleet's option layers are combined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import normalize_dtype
+from .errors import PlanInputError
+
+WORKLOADS = ("chat", "batch")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "half", "bf16")
+
+# --- value parsers: (options, key) -> value; messages name the key -------------------------------
+
+
+def _number(
+    options: Mapping[str, Any], key: str, parse_text: Callable[[str], int], expected: str, minimum: int = 1
+) -> int | None:
+    """An integer option given as a number or as text that ``parse_text`` reads."""
+    v = options.get(key)
+    if v is None or v == "":
+        return None
+    if isinstance(v, str):
+        try:
+            n = parse_text(v.strip())
+        except ValueError:
+            raise PlanInputError(f"{key}: expected {expected}, got {v!r}") from None
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and int(v) == v:
+        n = int(v)
+    else:
+        raise PlanInputError(f"{key}: expected {expected}, got {v!r}")
+    if n < minimum:
+        raise PlanInputError(f"{key}: must be >= {minimum}, got {v!r}")
+    return n
+
+
+def length_text(text: str) -> int:
+    """max_model_len as vLLM reads it: 32k = 32,000, 32K = 32,768."""
+    if text[-1:] in ("k", "K"):
+        return int(float(text[:-1]) * (1000 if text[-1] == "k" else 1024))
+    return int(text)
+
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def bytes_text(text: str) -> int:
+    """vLLM's ``human_readable_int``: 64M = 64 MiB, 64m = 64,000,000; no decimals with binary suffixes."""
+    match = _HUMAN_INT.fullmatch(text)
+    if match and match.group(2) in _DECIMAL:
+        return int(float(match.group(1)) * _DECIMAL[match.group(2)])
+    if match:
+        return int(match.group(1)) * _BINARY[match.group(2)]
+    return int(text)
+
+
+def parse_int(options: Mapping[str, Any], key: str) -> int | None:
+    return _number(options, key, int, "an integer")
+
+
+def parse_length(options: Mapping[str, Any], key: str) -> int | None:
+    """A length, or None for vLLM's own derivation (auto, -1 or unset)."""
+    v = options.get(key)
+    if isinstance(v, str) and v.strip().lower() in ("auto", "-1") or v == -1:
+        return None
+    return _number(options, key, length_text, "an integer")
+
+
+def parse_bytes(options: Mapping[str, Any], key: str) -> int | None:
+    return _number(options, key, bytes_text, "a byte count such as 8G (GiB), 8g (10^9) or 8589934592")
+
+
+def parse_bool(options: Mapping[str, Any], key: str) -> bool:
+    v = options.get(key, False)
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
+        return v.strip().lower() in ("true", "yes", "1")
+    raise PlanInputError(f"{key}: expected true/false, got {v!r}")
+
+
+def parse_fraction(options: Mapping[str, Any], key: str) -> float | None:
+    v = options.get(key)
+    if v is None or v == "":
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise PlanInputError(f"{key}: expected a number, got {v!r}") from None
+    if not 0.0 < f <= 1.0:
+        raise PlanInputError(f"{key}: must be in (0, 1], got {f}")
+    return f
+
+
+def parse_dtype(options: Mapping[str, Any], key: str) -> str | None:
+    """The normalized dtype, or None for auto (the checkpoint's)."""
+    v = options.get(key)
+    if v in (None, "", "auto"):
+        return None
+    d = normalize_dtype(v)
+    if d is None:
+        raise PlanInputError(f"{key}: expected auto, bfloat16, float16 or float32, got {v!r}")
+    return d
+
+
+def parse_kv_cache_dtype(options: Mapping[str, Any], key: str) -> str:
+    v = str(options.get(key) or "auto").strip().lower()
+    if v not in KV_CACHE_DTYPES:
+        raise PlanInputError(f"{key}: expected one of {', '.join(KV_CACHE_DTYPES)}, got {v!r}")
+    return v
+
+
+def parse_workload(options: Mapping[str, Any], key: str) -> str:
+    v = str(options.get(key) or "chat").strip().lower()
+    if v not in WORKLOADS:
+        raise PlanInputError(f"{key}: expected one of {', '.join(WORKLOADS)}, got {options.get(key)!r}")
+    return v
+
+
+def parse_text(options: Mapping[str, Any], key: str) -> str | None:
+    v = options.get(key)
+    return None if v in (None, "") else str(v)
+
+
+def parse_name(options: Mapping[str, Any], key: str) -> str | None:
+    v = options.get(key)
+    return str(v) if v else None
+
+
+def parse_version(options: Mapping[str, Any], key: str) -> str | None:
+    # an empty version is passed on: version_info rejects it with its own message
+    v = options.get(key)
+    return None if v is None else str(v)
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption:
+    name: str  # key in the planner's options, vllm_server_plan_options and overrides
+    parse: Callable[[Mapping[str, Any], str], Any]
+    help: str
+    cli_type: Callable[[str], Any] | None = str  # argparse type; None: a bare (true) flag
+    metavar: str = "V"
+    choices: tuple[str, ...] | None = None  # argparse choices
+    vllm_flags: tuple[str, ...] = ()  # `vllm serve` flags it owns, the one the planner emits first
+    plan_field: bool = False  # the plan holds the launch value under this key
+
+    @property
+    def cli_flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def vllm_flag(self) -> str | None:
+        return self.vllm_flags[0] if self.vllm_flags else None
+
+
+# Order: the order of the plan's `vllm serve` arguments (it is part of the deployed command's hash),
+# then the options that only steer the planner.
+OPTIONS: tuple[PlanOption, ...] = (
+    PlanOption(
+        "tensor_parallel_size",
+        parse_int,
+        "GPUs one model is split across (within a node)",
+        int,
+        "N",
+        vllm_flags=("--tensor-parallel-size", "-tp"),
+        plan_field=True,
+    ),
+    PlanOption(
+        "pipeline_parallel_size",
+        parse_int,
+        "pipeline stages (one per node)",
+        int,
+        "N",
+        vllm_flags=("--pipeline-parallel-size", "-pp"),
+        plan_field=True,
+    ),
+    PlanOption(
+        "max_model_len",
+        parse_length,
+        "context length; 32k = 32,000, 32K = 32,768, auto = the model's",
+        str,
+        "N",
+        vllm_flags=("--max-model-len",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "max_num_seqs",
+        parse_int,
+        "requests scheduled at once",
+        int,
+        "N",
+        vllm_flags=("--max-num-seqs",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "max_num_batched_tokens",
+        parse_int,
+        "tokens per scheduler step",
+        int,
+        "N",
+        vllm_flags=("--max-num-batched-tokens",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "gpu_memory_utilization",
+        parse_fraction,
+        "fraction of GPU memory vLLM may use, in (0, 1]",
+        float,
+        "F",
+        vllm_flags=("--gpu-memory-utilization",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "dtype",
+        parse_dtype,
+        "auto, bfloat16, float16 or float32",
+        str,
+        "D",
+        vllm_flags=("--dtype",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "kv_cache_dtype",
+        parse_kv_cache_dtype,
+        "auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 or float16",
+        str,
+        "D",
+        vllm_flags=("--kv-cache-dtype",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "quantization",
+        parse_text,
+        "quantization method (the checkpoint's, or fp8 applied online)",
+        str,
+        "Q",
+        vllm_flags=("--quantization", "-q"),
+        plan_field=True,
+    ),
+    PlanOption(
+        "enforce_eager",
+        parse_bool,
+        "no CUDA graphs",
+        None,
+        vllm_flags=("--enforce-eager",),
+    ),
+    PlanOption(
+        "kv_cache_memory_bytes",
+        parse_bytes,
+        "a fixed KV cache per GPU, read as vLLM reads it (8G = 8 GiB, 8g = 8e9); "
+        "gpu_memory_utilization then does not size the KV cache",
+        str,
+        "SIZE",
+        vllm_flags=("--kv-cache-memory-bytes", "--kv-cache-memory"),
+    ),
+    PlanOption(
+        "block_size",
+        parse_int,
+        "KV-cache block size in tokens (default: the attention backend's)",
+        int,
+        "N",
+        vllm_flags=("--block-size",),
+        plan_field=True,
+    ),
+    PlanOption(
+        "language_model_only",
+        parse_bool,
+        "load no vision/audio encoder (text requests only)",
+        None,
+        vllm_flags=("--language-model-only",),
+    ),
+    PlanOption("vllm_version", parse_version, "vLLM release to plan for", str, "X.Y.Z"),
+    PlanOption("target_context_len", parse_int, "context length to aim for", int, "N"),
+    PlanOption("target_concurrency", parse_int, "requests that should fit at once", int, "N"),
+    PlanOption("workload", parse_workload, "chat or batch (scheduler defaults)", str, "W", choices=WORKLOADS),
+    PlanOption(
+        "model_name", parse_name, "name used in messages (default: from the config path)", metavar="NAME"
+    ),
+)
+OPTION_KEYS = frozenset(o.name for o in OPTIONS)
+BY_NAME: dict[str, PlanOption] = {o.name: o for o in OPTIONS}
+_DEFAULTS: dict[str, Any] = {o.name: o.parse({}, o.name) for o in OPTIONS}  # what an unset option reads as
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """The options, read and checked (field names are the table's; a unit test keeps them equal)."""
+
+    tensor_parallel_size: int | None
+    pipeline_parallel_size: int | None
+    max_model_len: int | None  # None: derived from the model
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    gpu_memory_utilization: float | None
+    dtype: str | None  # None: auto
+    kv_cache_dtype: str  # "auto" or the requested dtype
+    quantization: str | None
+    enforce_eager: bool
+    kv_cache_memory_bytes: int | None
+    block_size: int | None
+    language_model_only: bool
+    vllm_version: str | None
+    target_context_len: int | None
+    target_concurrency: int | None
+    workload: str
+    model_name: str | None
+
+
+def check_known(options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - OPTION_KEYS)
+    if unknown:
+        raise PlanInputError(
+            f"options: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(OPTION_KEYS))}"
+        )
+
+
+def parse_options(options: Mapping[str, Any], check: bool = True) -> PlanOptions:
+    """Read the options, in table order; raises PlanInputError naming the first bad one.
+
+    ``check=False`` skips the unknown-key check, for a caller that made it already.
+    """
+    if check:
+        check_known(options)
+    values = dict(_DEFAULTS)  # a plan sets few options: parse only those (the planner's hot path)
+    for o in OPTIONS:
+        if o.name in options:
+            values[o.name] = o.parse(options, o.name)
+    return PlanOptions(**values)
+
+
+# --- merging the fleet's layers -------------------------------------------------------------------
+
+
+def merge_plan_options(
+    vllm_version: Any = None,
+    group_options: Mapping[str, Any] | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    model_name: Any = None,
+) -> dict[str, Any]:
+    """The planner options of one served model, from its layers; a later layer wins.
+
+    The layers: ``vllm_version`` (the release the image runs; skipped when empty), the GPU group's options
+    (``vllm_server_plan_options``), the model's (``vllm_server_models[].overrides``), then ``model_name``
+    when no layer names the model. Null values are dropped (the planner reads null as unset, so a model
+    can unset a group option with one). Keys are not checked here: the planner rejects unknown ones.
+    """
+    merged: dict[str, Any] = {} if vllm_version in (None, "") else {"vllm_version": vllm_version}
+    for layer in (group_options, model_options):
+        if layer is not None and not isinstance(layer, Mapping):
+            raise PlanInputError(f"plan options: expected a mapping, got {type(layer).__name__}")
+        merged.update(layer or {})
+    if model_name is not None:
+        merged.setdefault("model_name", model_name)
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+# --- the CLI ------------------------------------------------------------------------------------------
+
+# GPU description: planner gpu key -> (CLI flag, argparse keyword arguments)
+GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "memory_mib": (
+        "--gpu-memory-mib",
+        {"type": int, "required": True, "metavar": "N", "help": "nvidia-smi memory.total"},
+    ),
+    "count": ("--gpus-per-node", {"type": int, "required": True, "metavar": "N"}),
+    "nodes": ("--nodes", {"type": int, "default": 1, "metavar": "N"}),
+    "name": ("--gpu-name", {"default": "unknown", "metavar": "NAME"}),
+    "compute_capability": ("--compute-capability", {"default": "8.0", "metavar": "X.Y"}),
+    "memory_reserved_mib": (
+        "--gpu-memory-reserved-mib",
+        {
+            "type": int,
+            "metavar": "N",
+            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: estimated)",
+        },
+    ),
+}
+SHARED_FLAG = "--shared-gpu"
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    """The GPU flags and one flag per option (dest = the option's name)."""
+    for key, (flag, kwargs) in GPU_FLAGS.items():
+        parser.add_argument(flag, dest=f"gpu_{key}", **kwargs)
+    parser.add_argument(SHARED_FLAG, action="store_true", help="other processes use these GPUs too")
+    for o in OPTIONS:
+        if o.cli_type is None:
+            parser.add_argument(o.cli_flag, dest=o.name, action="store_true", help=o.help)
+        else:
+            parser.add_argument(
+                o.cli_flag,
+                dest=o.name,
+                type=o.cli_type,
+                metavar=None if o.choices else o.metavar,  # argparse then lists the choices
+                choices=o.choices,
+                help=o.help,
+            )
+
+
+def options_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line (unset flags are left out)."""
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        v = getattr(ns, o.name)
+        if o.cli_type is None:
+            if v:
+                out[o.name] = True
+        elif v is not None:
+            out[o.name] = v
+    return out
+
+
+def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
+    gpu = {key: getattr(ns, f"gpu_{key}") for key in GPU_FLAGS}
+    if gpu["memory_reserved_mib"] is None:
+        del gpu["memory_reserved_mib"]
+    gpu["shared"] = ns.shared_gpu
+    return gpu
+
+
+def cli_arguments(gpu: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The GPU and option flags of ``bin/vllm-fleet-plan`` for these inputs, and keys it has no flag for."""
+    argv: list[str] = []
+    for key, (flag, _) in GPU_FLAGS.items():
+        if gpu.get(key) not in (None, ""):
+            argv += [flag, str(gpu[key])]
+    if gpu.get("shared"):
+        argv.append(SHARED_FLAG)
+    missing = []
+    for key in sorted(options):
+        value = options[key]
+        opt = BY_NAME.get(key)
+        if opt is None:
+            missing.append(key)
+        elif isinstance(value, bool):
+            if value:
+                argv.append(opt.cli_flag)
+        elif value is not None:
+            argv += [opt.cli_flag, str(value)]
+    return argv, missing
+
+
+# --- vLLM's flags ---------------------------------------------------------------------------------
+
+
+def vllm_flag_owners() -> dict[str, str]:
+    """Every `vllm serve` flag an option owns (aliases included) -> the option."""
+    return {flag: o.name for o in OPTIONS for flag in o.vllm_flags}
+
+
+def vllm_arguments(values: Mapping[str, str | bool | None]) -> list[str]:
+    """`vllm serve` arguments in table order: a text value becomes ``flag value``, True a bare flag;
+    None, False and options without a vLLM flag are left out."""
+    args: list[str] = []
+    for o in OPTIONS:
+        v = values.get(o.name)
+        if v is None or v is False or o.vllm_flag is None:
+            continue
+        args += [o.vllm_flag] if v is True else [o.vllm_flag, str(v)]
+    return args
+
+
+def plan_fields() -> tuple[str, ...]:
+    """Plan keys holding a launch value."""
+    return tuple(o.name for o in OPTIONS if o.plan_field)

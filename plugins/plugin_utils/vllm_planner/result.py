@@ -1,0 +1,123 @@
+"""Result: the plan's output dict (the CLI's JSON) and its `vllm serve` arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .evaluation import Evaluation
+from .kv import logged_tokens
+from .options import vllm_arguments
+from .settings import Notes, Settings
+
+# vLLM releases before the language-model-only flag turn the encoders off this way
+_NO_MM_INPUTS = ("--limit-mm-per-prompt", '{"image": 0, "video": 0, "audio": 0}')
+
+
+def vllm_args(s: Settings, tp: int, pp: int, max_len: int, seqs: int, mnbt: int) -> list[str]:
+    """The launch values vLLM must be told (the others are its defaults), as flags of the option table."""
+    ctx, vinfo, gmu = s.ctx, s.ctx.vinfo, s.gmu
+    shown_gmu = None
+    if gmu is not None:
+        default = None if vinfo.extensible else vinfo.gmu_default
+        if s.opts.gpu_memory_utilization is not None or gmu != default:
+            shown_gmu = f"{gmu:g}"
+    no_towers = ctx.arch.is_multimodal and not ctx.towers
+    values: dict[str, str | bool | None] = {
+        "tensor_parallel_size": str(tp),
+        "pipeline_parallel_size": str(pp) if pp > 1 else None,
+        "max_model_len": str(max_len),
+        "max_num_seqs": str(seqs),
+        "max_num_batched_tokens": str(mnbt),
+        "gpu_memory_utilization": shown_gmu,
+        "dtype": s.dtype if s.opts.dtype is not None else None,
+        "kv_cache_dtype": s.kv_dtype if s.opts.kv_cache_dtype != "auto" else None,
+        "quantization": ctx.quant.arg or None,
+        "enforce_eager": ctx.enforce_eager,
+        "kv_cache_memory_bytes": (
+            str(ctx.kv_cache_memory_bytes) if ctx.kv_cache_memory_bytes is not None else None
+        ),
+        "block_size": str(ctx.block_size) if ctx.block_size else None,
+        "language_model_only": no_towers and vinfo.extensible,
+    }
+    args = vllm_arguments(values)
+    if no_towers and not vinfo.extensible:
+        args += list(_NO_MM_INPUTS)  # last, where --language-model-only would be
+    return args
+
+
+def _per_gpu(s: Settings, ev: Evaluation | None) -> dict[str, int]:
+    if ev is None:
+        return {
+            "total_bytes": s.ctx.gpu.cuda_total_bytes,
+            "weights_bytes": 0,
+            "activation_peak_bytes": 0,
+            "non_torch_bytes": 0,
+            "cuda_graph_bytes": 0,
+            "kv_cache_bytes": 0,
+        }
+    m = ev.stage.mem
+    return {
+        "total_bytes": int(m.total),
+        "weights_bytes": int(m.weights),
+        "activation_peak_bytes": int(m.activation),
+        "non_torch_bytes": int(m.non_torch + m.pre_snapshot),
+        "cuda_graph_bytes": int(m.cuda_graphs),
+        "kv_cache_bytes": int(max(ev.num_blocks, 0) * ev.stage.layout.bytes_per_block),
+    }
+
+
+def build_result(
+    feasible: bool,
+    notes: Notes,
+    s: Settings,
+    ev: Evaluation | None,
+    tp: int,
+    pp: int,
+    max_len: int,
+    seqs: int,
+    mnbt: int,
+    l_fit: int | None = None,
+) -> dict[str, Any]:
+    ctx, vinfo, gmu = s.ctx, s.ctx.vinfo, s.gmu
+    eff_gmu = gmu if gmu is not None else (1.0 if vinfo.extensible else vinfo.gmu_default)
+    kv_per_tok = tokens = blocks = block_size = available = budget = 0
+    conc = 0.0
+    if ev is not None:
+        st, m = ev.stage, ev.stage.mem
+        kv_per_tok = st.layout.per_token_bytes
+        blocks = ev.num_blocks
+        block_size = st.layout.block_size
+        available = m.available_kv
+        budget = m.requested
+        if blocks > 0 and max_len > 0:
+            tokens, conc = logged_tokens(
+                st.layout, blocks, max_len, mnbt * ctx.inflight_mult(pp), ctx.mamba_blocks, vinfo
+            )
+    return {
+        "feasible": feasible,
+        "errors": notes.errors,
+        "warnings": notes.warnings,
+        "model": s.name,
+        "vllm_version": vinfo.text,
+        "vllm_family": vinfo.family,
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "gpu_memory_utilization": eff_gmu,
+        "max_model_len": max_len,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": mnbt,
+        "dtype": s.dtype,
+        "kv_cache_dtype": s.kv_dtype,
+        "quantization": ctx.quant.method,
+        "block_size": block_size,
+        "per_gpu": _per_gpu(s, ev),
+        "per_gpu_budget_bytes": int(budget),
+        "available_kv_cache_bytes": int(available),
+        "kv_bytes_per_token": int(kv_per_tok),
+        "kv_cache_blocks": int(blocks),
+        "kv_cache_tokens": int(tokens),
+        "max_concurrency": round(conc, 2),
+        "max_model_len_fit": int(l_fit) if l_fit is not None else 0,
+        "weights_source": s.weights_source,
+        "vllm_args": vllm_args(s, tp, pp, max_len, seqs, mnbt) if feasible else [],
+    }
