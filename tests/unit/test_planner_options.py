@@ -279,7 +279,7 @@ def test_plan_report_and_doctor_plan_the_same_options() -> None:
         "gpu": {"present": True},
         "probe": {"model_dirs": {"m": {"config": {"model_type": "llama"}}}},
     }
-    doctor._plan_for(rec, {"name": "m", "overrides": overrides}, planner)
+    doctor.plans.plan_for(rec, {"name": "m", "overrides": overrides}, planner)
     assert seen == [expected]
 
 
