@@ -77,17 +77,22 @@ def recorded(hvars: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _url(address: str, port: int) -> str:
-    if ":" in address and not address.startswith("["):  # a bare IPv6 address
+def server(address: str, port: Any) -> str:
+    """``address:port`` as nginx and Prometheus name it (a bare IPv6 address in brackets)."""
+    if ":" in address and not address.startswith("["):
         address = f"[{address}]"
-    return f"http://{address}:{port}"
+    return f"{address}:{port}"
+
+
+def _url(address: str, port: int) -> str:
+    return f"http://{server(address, port)}"
 
 
 def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> list[dict[str, Any]]:
     """Each model of a host with where its vLLM is served.
 
     ``models``: the host's ``vllm_server_models`` when None. Per model ``{name, port,
-    address, url, image, vllm_version, recorded}``: from the recorded deployment of that
+    address, server, url, image, vllm_version, recorded}`` (``server``: ``address:port``): from the recorded deployment of that
     name when there is one (what runs), else the declared port on :func:`vllm_address`
     (``image``/``vllm_version`` then ""). Entries that are not ``{name, port}`` mappings are
     passed on unchanged for the caller's own checks.
@@ -130,5 +135,6 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
                 vllm_version="",
                 recorded=False,
             )
+        entry["server"] = server(entry["address"], entry["port"]) if entry["address"] else ""
         out.append(entry)
     return out
