@@ -11,7 +11,7 @@ vllm_serving_diagnose(log_text)                  why the last vLLM start failed,
 vllm_serving_update_fact(existing, records, now) the vllm_fleet local fact after a deployment
 vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to return to
 vllm_serving_address(hostvars[host])            the address vLLM listens on unless recorded (the default)
-vllm_serving_endpoints(hostvars[host], models=None, host='')  each model's recorded (else default) address, url, image
+vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (else default) address, url
 vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -25,7 +25,11 @@ from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import vllm_log
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, fleet, gateway
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import (
+    deploy,
+    fleet,
+    gateway,
+)
 
 
 class FilterModule:

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "fleet" / "model.yml"
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("ansible-playbook") is None and not (Path(sys.executable).parent / "ansible-playbook").exists(),
+    shutil.which("ansible-playbook") is None
+    and not (Path(sys.executable).parent / "ansible-playbook").exists(),
     reason="ansible-playbook is not installed",
 )
 
@@ -73,7 +74,9 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict:
                         "gw": {
                             "vllm_fleet_internal_address": "10.5.5.5",
                             "gateway_http_port": 8080,
-                            "gateway_client_keys": [{"name": "alice", "key": "fleet-model-client-0123456789"}],
+                            "gateway_client_keys": [
+                                {"name": "alice", "key": "fleet-model-client-0123456789"}
+                            ],
                         }
                     }
                 },
@@ -105,7 +108,10 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_gateway_upstreams_use_the_listen_address_and_the_record(found):
     servers = re.findall(r"^\s*server (\S+) .*# host=(\S+)$", found["upstreams"], re.M)
-    assert sorted(servers, key=lambda s: s[1]) == [(f"{LISTEN}:8000", "gpu1"), (f"{RECORDED[0]}:{RECORDED[1]}", "gpu2")]
+    assert sorted(servers, key=lambda s: s[1]) == [
+        (f"{LISTEN}:8000", "gpu1"),
+        (f"{RECORDED[0]}:{RECORDED[1]}", "gpu2"),
+    ]
 
 
 def test_prometheus_targets_use_the_listen_address_and_the_record(found):
@@ -118,7 +124,10 @@ def test_prometheus_targets_use_the_listen_address_and_the_record(found):
 
 
 def test_bench_targets_use_the_listen_address_and_the_record(found):
-    assert found["bench_host"] == {"gpu1": f"http://{LISTEN}:8000", "gpu2": f"http://{RECORDED[0]}:{RECORDED[1]}"}
+    assert found["bench_host"] == {
+        "gpu1": f"http://{LISTEN}:8000",
+        "gpu2": f"http://{RECORDED[0]}:{RECORDED[1]}",
+    }
     # through the gateway: the gateway host's internal address and port
     assert set(found["bench_gateway"].values()) == {"http://10.5.5.5:8080"}
 

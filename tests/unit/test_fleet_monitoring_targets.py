@@ -14,9 +14,18 @@ GROUPS = {
     "canary": ["gpu1", "mon"],
     "monitoring": ["mon"],
 }
+
+
 def _record(address, port, image):
     """What vllm_server records for a model (ansible_local.vllm_fleet), the part targets read."""
-    return {"current": {"listen_address": address, "port": port, "url": f"http://{address}:{port}", "image": image}}
+    return {
+        "current": {
+            "listen_address": address,
+            "port": port,
+            "url": f"http://{address}:{port}",
+            "image": image,
+        }
+    }
 
 
 HOSTVARS = {
@@ -47,7 +56,9 @@ HOSTVARS = {
             "ansible_local": {
                 "vllm_fleet": {
                     "models": {
-                        "tiny": _record("192.168.10.2", 8000, "registry.local:5000/vllm@sha256:0123456789abcdef0123")
+                        "tiny": _record(
+                            "192.168.10.2", 8000, "registry.local:5000/vllm@sha256:0123456789abcdef0123"
+                        )
                     }
                 }
             }
@@ -119,7 +130,12 @@ def test_vllm_targets_one_entry_per_model_where_and_what_is_recorded():
         },
         {
             "targets": ["192.168.10.2:8000"],
-            "labels": {"host": "gpu2", "model": "tiny", "gpu_group": "lab_h100", "version": "sha256:0123456789ab"},
+            "labels": {
+                "host": "gpu2",
+                "model": "tiny",
+                "gpu_group": "lab_h100",
+                "version": "sha256:0123456789ab",
+            },
         },
     ]
 
@@ -128,7 +144,9 @@ def test_vllm_target_follows_the_recorded_address_and_port():
     hvars = {
         "vllm_fleet_internal_address": "10.0.0.1",
         "vllm_server_models": [{"name": "m", "port": 8000}],
-        "ansible_facts": {"ansible_local": {"vllm_fleet": {"models": {"m": _record("10.9.9.9", 8100, "i:v1")}}}},
+        "ansible_facts": {
+            "ansible_local": {"vllm_fleet": {"models": {"m": _record("10.9.9.9", 8100, "i:v1")}}}
+        },
     }
     [config] = targets.vllm_targets(["h"], {"h": hvars}, {})
     assert config["targets"] == ["10.9.9.9:8100"] and config["labels"]["version"] == "v1"
@@ -165,7 +183,9 @@ def test_vllm_targets_fallback_models_for_hosts_without_models():
 
 
 def test_ipv6_address_is_bracketed():
-    hostvars = {"h": {"vllm_fleet_internal_address": "fd00::2", "vllm_server_models": [{"name": "m", "port": 8000}]}}
+    hostvars = {
+        "h": {"vllm_fleet_internal_address": "fd00::2", "vllm_server_models": [{"name": "m", "port": 8000}]}
+    }
     assert targets.vllm_targets(["h"], hostvars, {})[0]["targets"] == ["[fd00::2]:8000"]
 
 
@@ -184,7 +204,9 @@ def test_ipv6_address_is_bracketed():
 )
 def test_vllm_targets_rejects_bad_models(models, message):
     with pytest.raises(targets.TargetError, match=message):
-        targets.vllm_targets(["h"], {"h": {"vllm_server_models": models, "vllm_fleet_internal_address": "a"}}, {})
+        targets.vllm_targets(
+            ["h"], {"h": {"vllm_server_models": models, "vllm_fleet_internal_address": "a"}}, {}
+        )
 
 
 def test_host_targets():

@@ -10,7 +10,11 @@ FACTS = {"default_ipv4": {"address": "172.18.0.5"}}
 
 
 def _recorded(**models):
-    return {"ansible_local": {"vllm_fleet": {"models": {n: {"current": c, "previous": None} for n, c in models.items()}}}}
+    return {
+        "ansible_local": {
+            "vllm_fleet": {"models": {n: {"current": c, "previous": None} for n, c in models.items()}}
+        }
+    }
 
 
 @pytest.mark.parametrize(
@@ -29,7 +33,10 @@ def test_vllm_address(hvars, expected):
 
 
 def test_host_address_falls_back_to_ansible_host_then_the_name():
-    assert fleet.host_address({"vllm_fleet_internal_address": "10.0.0.1", "ansible_facts": FACTS}, "h") == "10.0.0.1"
+    assert (
+        fleet.host_address({"vllm_fleet_internal_address": "10.0.0.1", "ansible_facts": FACTS}, "h")
+        == "10.0.0.1"
+    )
     assert fleet.host_address({"ansible_facts": FACTS, "ansible_host": "x"}, "h") == "172.18.0.5"
     assert fleet.host_address({"ansible_host": "x"}, "h") == "x"
     assert fleet.host_address({}, "h") == "h"
@@ -47,15 +54,28 @@ def test_endpoints_prefer_the_recorded_deployment():
     }  # fmt: skip
     a, b = fleet.endpoints(hvars)
     assert (a["address"], a["port"], a["server"], a["url"], a["image"], a["recorded"]) == (
-        "10.1.1.1", 8100, "10.1.1.1:8100", "http://10.1.1.1:8100", "vllm/vllm-openai:v0.32.0", True
+        "10.1.1.1",
+        8100,
+        "10.1.1.1:8100",
+        "http://10.1.1.1:8100",
+        "vllm/vllm-openai:v0.32.0",
+        True,
     )
     assert (b["address"], b["port"], b["server"], b["url"], b["image"], b["recorded"]) == (
-        "10.9.9.9", 8001, "10.9.9.9:8001", "http://10.9.9.9:8001", "", False
+        "10.9.9.9",
+        8001,
+        "10.9.9.9:8001",
+        "http://10.9.9.9:8001",
+        "",
+        False,
     )
 
 
 def test_endpoints_bracket_ipv6_and_pass_bad_entries_on():
-    hvars = {"vllm_fleet_internal_address": "fd00::2", "vllm_server_models": [{"name": "m", "port": 1}, {"port": 2}]}
+    hvars = {
+        "vllm_fleet_internal_address": "fd00::2",
+        "vllm_server_models": [{"name": "m", "port": 1}, {"port": 2}],
+    }
     good, bad = fleet.endpoints(hvars)
     assert good["server"] == "[fd00::2]:1" and good["url"] == "http://[fd00::2]:1"
     assert bad == {"port": 2}
@@ -74,4 +94,12 @@ def test_gateway_routes_use_each_models_own_address():
     [route] = gateway.routes(backends)
     assert route["servers"] == [{"host": "h", "server": "10.9.9.9:8000", "down": False}]
     with pytest.raises(ServingError, match="set vllm_server_listen_address"):
-        gateway.routes([{"host": "h", "address": "", "models": fleet.endpoints({"vllm_server_models": [{"name": "m", "port": 1}]})}])
+        gateway.routes(
+            [
+                {
+                    "host": "h",
+                    "address": "",
+                    "models": fleet.endpoints({"vllm_server_models": [{"name": "m", "port": 1}]}),
+                }
+            ]
+        )

@@ -92,17 +92,19 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
     """Each model of a host with where its vLLM is served.
 
     ``models``: the host's ``vllm_server_models`` when None. Per model ``{name, port,
-    address, server, url, image, vllm_version, recorded}`` (``server``: ``address:port``): from the recorded deployment of that
-    name when there is one (what runs), else the declared port on :func:`vllm_address`
-    (``image``/``vllm_version`` then ""). Entries that are not ``{name, port}`` mappings are
-    passed on unchanged for the caller's own checks.
+    address, server, url, image, vllm_version, recorded}`` (``server``: ``address:port``):
+    from the recorded deployment of that name when there is one (what runs), else the
+    declared port on :func:`vllm_address` (``image``/``vllm_version`` then ""). Entries
+    that are not ``{name, port}`` mappings are passed on unchanged for the caller's checks.
     """
     if models is None:
         models = hvars.get("vllm_server_models")
     if models in (None, ""):
         return []
     if not isinstance(models, list):
-        raise ServingError(f"{host or 'host'}: vllm_server_models must be a list of {{name, port}}, got {models!r}")
+        raise ServingError(
+            f"{host or 'host'}: vllm_server_models must be a list of {{name, port}}, got {models!r}"
+        )
     records = recorded(hvars)
     default_address = vllm_address(hvars)
     out: list[dict[str, Any]] = []

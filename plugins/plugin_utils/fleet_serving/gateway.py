@@ -155,8 +155,9 @@ def clients(keys: Iterable[Mapping[str, Any]], tiers: Mapping[str, Any]) -> list
         key = item.get("key")
         if not isinstance(key, str) or len(key) < _MIN_KEY_LENGTH or any(c.isspace() for c in key):
             raise ServingError(
-                f"gateway_client_keys[{index}] ({name}): the key must be a string of at least {_MIN_KEY_LENGTH} "
-                "characters without spaces (generate one with `openssl rand -hex 24`, store it in Vault)"
+                f"gateway_client_keys[{index}] ({name}): the key must be a string of at least "
+                f"{_MIN_KEY_LENGTH} characters without spaces "
+                "(generate one with `openssl rand -hex 24`, store it in Vault)"
             )
         tier = str(item.get("tier") or "default")
         if tier not in tiers:
