@@ -10,6 +10,9 @@ vllm_serving_plan_vs_actual(plan, actual)        planned vs measured KV figures 
 vllm_serving_diagnose(log_text)                  why the last vLLM start failed, with the fix
 vllm_serving_update_fact(existing, records, now) the vllm_fleet local fact after a deployment
 vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to return to
+vllm_serving_address(hostvars[host])            the address vLLM listens on unless recorded (the default)
+vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (else default) address, url
+vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
 gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
@@ -22,7 +25,11 @@ from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import vllm_log
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, gateway
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import (
+    deploy,
+    fleet,
+    gateway,
+)
 
 
 class FilterModule:
@@ -40,6 +47,9 @@ class FilterModule:
             "vllm_serving_kv_cache": vllm_log.parse_kv_cache,
             "vllm_serving_plan_vs_actual": vllm_log.plan_vs_actual,
             "vllm_serving_diagnose": vllm_log.diagnose_failure,
+            "vllm_serving_address": fleet.vllm_address,
+            "vllm_serving_endpoints": fleet.endpoints,
+            "vllm_serving_host_address": fleet.host_address,
             "gateway_routes": gateway.routes,
             "gateway_replicas_left": gateway.replicas_left,
             "gateway_clients": gateway.clients,

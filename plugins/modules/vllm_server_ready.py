@@ -61,7 +61,7 @@ EXAMPLES = r"""
   vllm_server_ready:
     url: http://10.0.0.5:8000
     model: llama-3.1-8b
-    api_key: "{{ vllm_server_api_key }}"
+    api_key: "{{ vllm_fleet_api_key }}"
     container: vllm-llama-3.1-8b
     timeout: 900
   no_log: true

@@ -14,19 +14,55 @@ GROUPS = {
     "canary": ["gpu1", "mon"],
     "monitoring": ["mon"],
 }
+
+
+def _record(address, port, image):
+    """What vllm_server records for a model (ansible_local.vllm_fleet), the part targets read."""
+    return {
+        "current": {
+            "listen_address": address,
+            "port": port,
+            "url": f"http://{address}:{port}",
+            "image": image,
+        }
+    }
+
+
 HOSTVARS = {
     "gpu1": {
         "ansible_host": "vllm-fleet-lab-gpu1",
         "group_names": ["canary", "gpu_nodes", "lab_h200"],
-        "vllm_server_image": "vllm/vllm-openai:v0.11.0",
+        # declared, not what runs: the version label comes from the record
+        "vllm_server_image": "vllm/vllm-openai:v0.10.0",
         "vllm_server_models": [{"name": "tiny", "port": 8000}, {"name": "small", "port": "8001"}],
+        "ansible_facts": {
+            "default_ipv4": {"address": "172.18.0.5"},
+            "ansible_local": {
+                "vllm_fleet": {
+                    "models": {
+                        "tiny": _record("172.18.0.5", 8000, "vllm/vllm-openai:v0.11.0"),
+                        "small": _record("172.18.0.5", 8001, "vllm/vllm-openai:v0.11.0"),
+                    }
+                }
+            },
+        },
     },
     "gpu2": {
         "ansible_host": "10.0.0.2",
         "vllm_fleet_internal_address": "192.168.10.2",
         "group_names": ["gpu_nodes", "lab_h100"],
-        "vllm_server_image": "registry.local:5000/vllm@sha256:0123456789abcdef0123",
         "vllm_server_models": [{"name": "tiny", "port": 8000, "image": "vllm/vllm-openai:v0.12.0"}],
+        "ansible_facts": {
+            "ansible_local": {
+                "vllm_fleet": {
+                    "models": {
+                        "tiny": _record(
+                            "192.168.10.2", 8000, "registry.local:5000/vllm@sha256:0123456789abcdef0123"
+                        )
+                    }
+                }
+            }
+        },
     },
     "gpu3": {
         "ansible_host": "gpu3.example",
@@ -68,37 +104,71 @@ def test_gpu_group(host, expected):
 
 
 @pytest.mark.parametrize(
-    ("host", "address_var", "expected"),
+    ("host", "expected"),
     [
-        ("gpu1", "vllm_fleet_internal_address", "vllm-fleet-lab-gpu1"),
-        ("gpu2", "vllm_fleet_internal_address", "192.168.10.2"),
-        ("gpu2", "", "10.0.0.2"),
-        ("gw", "vllm_fleet_internal_address", "gw"),
-        ("gpu3", "vllm_fleet_internal_address", "10.1.0.3"),  # gathered default IPv4 before ansible_host
-        ("gpu3", "", "10.1.0.3"),
-        ("unknown-host", "vllm_fleet_internal_address", "unknown-host"),
+        ("gpu1", "172.18.0.5"),  # gathered default IPv4 before ansible_host
+        ("gpu2", "192.168.10.2"),  # vllm_fleet_internal_address first
+        ("gw", "gw"),  # nothing known: the inventory name
+        ("gpu3", "10.1.0.3"),
+        ("unknown-host", "unknown-host"),
     ],
 )
-def test_host_address(host, address_var, expected):
-    assert targets.host_address(host, HOSTVARS, address_var) == expected
+def test_host_address(host, expected):
+    assert targets.host_address(host, HOSTVARS) == expected
 
 
-def test_vllm_targets_one_entry_per_model_with_labels():
+def test_vllm_targets_one_entry_per_model_where_and_what_is_recorded():
     configs = targets.vllm_targets(["gpu1", "gpu2", "gpu3"], HOSTVARS, GROUPS)
     assert configs == [
         {
-            "targets": ["vllm-fleet-lab-gpu1:8000"],
+            "targets": ["172.18.0.5:8000"],
             "labels": {"host": "gpu1", "model": "tiny", "gpu_group": "lab_h200", "version": "v0.11.0"},
         },
         {
-            "targets": ["vllm-fleet-lab-gpu1:8001"],
+            "targets": ["172.18.0.5:8001"],
             "labels": {"host": "gpu1", "model": "small", "gpu_group": "lab_h200", "version": "v0.11.0"},
         },
         {
             "targets": ["192.168.10.2:8000"],
-            "labels": {"host": "gpu2", "model": "tiny", "gpu_group": "lab_h100", "version": "v0.12.0"},
+            "labels": {
+                "host": "gpu2",
+                "model": "tiny",
+                "gpu_group": "lab_h100",
+                "version": "sha256:0123456789ab",
+            },
         },
     ]
+
+
+def test_vllm_target_follows_the_recorded_address_and_port():
+    hvars = {
+        "vllm_fleet_internal_address": "10.0.0.1",
+        "vllm_server_models": [{"name": "m", "port": 8000}],
+        "ansible_facts": {
+            "ansible_local": {"vllm_fleet": {"models": {"m": _record("10.9.9.9", 8100, "i:v1")}}}
+        },
+    }
+    [config] = targets.vllm_targets(["h"], {"h": hvars}, {})
+    assert config["targets"] == ["10.9.9.9:8100"] and config["labels"]["version"] == "v1"
+
+
+def test_vllm_target_before_deployment_is_the_listen_address_default():
+    hvars = {
+        "vllm_fleet_internal_address": "10.0.0.1",
+        "vllm_server_listen_address": "10.9.9.9",
+        "ansible_host": "public.example",
+        "vllm_server_models": [{"name": "m", "port": 8000}],
+    }
+    [config] = targets.vllm_targets(["h"], {"h": hvars}, {})
+    assert config["targets"] == ["10.9.9.9:8000"] and config["labels"]["version"] == "unknown"
+    del hvars["vllm_server_listen_address"]
+    assert targets.vllm_targets(["h"], {"h": hvars}, {})[0]["targets"] == ["10.0.0.1:8000"]
+
+
+def test_vllm_target_without_any_address_names_the_variable():
+    hvars = {"ansible_host": "public.example", "vllm_server_models": [{"name": "m", "port": 8000}]}
+    with pytest.raises(targets.TargetError, match="set vllm_server_listen_address"):
+        targets.vllm_targets(["h"], {"h": hvars}, {})
 
 
 def test_vllm_targets_fallback_models_for_hosts_without_models():
@@ -113,7 +183,9 @@ def test_vllm_targets_fallback_models_for_hosts_without_models():
 
 
 def test_ipv6_address_is_bracketed():
-    hostvars = {"h": {"ansible_host": "fd00::2", "vllm_server_models": [{"name": "m", "port": 8000}]}}
+    hostvars = {
+        "h": {"vllm_fleet_internal_address": "fd00::2", "vllm_server_models": [{"name": "m", "port": 8000}]}
+    }
     assert targets.vllm_targets(["h"], hostvars, {})[0]["targets"] == ["[fd00::2]:8000"]
 
 
@@ -132,7 +204,9 @@ def test_ipv6_address_is_bracketed():
 )
 def test_vllm_targets_rejects_bad_models(models, message):
     with pytest.raises(targets.TargetError, match=message):
-        targets.vllm_targets(["h"], {"h": {"vllm_server_models": models}}, {})
+        targets.vllm_targets(
+            ["h"], {"h": {"vllm_server_models": models, "vllm_fleet_internal_address": "a"}}, {}
+        )
 
 
 def test_host_targets():

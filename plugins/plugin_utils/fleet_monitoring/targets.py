@@ -2,13 +2,17 @@
 
 Each function takes plain data (host names, a host -> variables mapping, the
 ``groups`` mapping) and returns Prometheus ``static_configs`` entries:
-``{"targets": ["address:port"], "labels": {...}}``. No I/O, no Ansible imports.
+``{"targets": ["address:port"], "labels": {...}}``. No I/O, no Ansible imports. Where a vLLM
+listens and what it runs come from ``fleet_serving.fleet`` (the record vllm_server wrote), as for
+the gateway.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet
 
 _RESERVED_GROUPS = frozenset({"all", "ungrouped"})
 
@@ -17,25 +21,11 @@ class TargetError(ValueError):
     """The inventory describes a target that cannot be scraped."""
 
 
-def host_address(host: str, hostvars: Mapping[str, Any], address_var: str) -> str:
-    """The address Prometheus uses to reach ``host``.
-
-    ``address_var`` (for example ``vllm_fleet_internal_address``) wins, then the
-    host's gathered ``ansible_facts.default_ipv4.address`` (the address vLLM listens
-    on by default), then ``ansible_host``, then the inventory name itself.
-    """
-    hvars = hostvars.get(host) or {}
-    facts = hvars.get("ansible_facts") or {}
-    ipv4 = facts.get("default_ipv4") if isinstance(facts, Mapping) else None
-    candidates = (
-        hvars.get(address_var) if address_var else None,
-        ipv4.get("address") if isinstance(ipv4, Mapping) else None,
-        hvars.get("ansible_host"),
-    )
-    for value in candidates:
-        if value not in (None, ""):
-            return str(value)
-    return host
+def host_address(host: str, hostvars: Mapping[str, Any]) -> str:
+    """The address Prometheus reaches an exporter of ``host`` at: the fleet's internal address of
+    the host (``fleet_serving.fleet.host_address``: ``vllm_fleet_internal_address``, the gathered
+    default IPv4 address, ``ansible_host``, the inventory name)."""
+    return fleet.host_address(hostvars.get(host) or {}, host)
 
 
 def _port(value: Any, where: str) -> int:
@@ -106,17 +96,17 @@ def vllm_targets(
     groups: Mapping[str, Iterable[str]],
     *,
     root_group: str = "gpu_nodes",
-    address_var: str = "vllm_fleet_internal_address",
     models_var: str = "vllm_server_models",
-    image_var: str = "vllm_server_image",
     fallback_models: list[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One static_config per (host, model): the vLLM ``/metrics`` endpoints.
 
-    Labels: ``host`` (inventory name), ``model`` (served model name), ``gpu_group``
-    and ``version`` (tag of the model's ``image`` or of the host's ``image_var``).
-    Hosts declaring no models use ``fallback_models``; with none either, they are
-    left out (see :func:`hosts_without_models`).
+    Each model is scraped where vllm_server recorded it listening (``ansible_local.vllm_fleet``),
+    else at the default of ``vllm_server_listen_address`` (``fleet_serving.fleet.endpoints``, the
+    gateway's routes too). Labels: ``host`` (inventory name), ``model`` (served model name),
+    ``gpu_group`` and ``version`` (tag of the recorded image: what runs; ``unknown`` before the
+    first deployment). Hosts declaring no models use ``fallback_models``; with none either, they
+    are left out (see :func:`hosts_without_models`).
     """
     configs: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
@@ -127,15 +117,19 @@ def vllm_targets(
             models = fallback_models or []
         if not isinstance(models, list):
             raise TargetError(f"{host}: {models_var} must be a list of {{name, port}}, got {models!r}")
-        address = host_address(host, hostvars, address_var)
         group = gpu_group(host, hostvars, groups, root_group)
-        for index, model in enumerate(models):
+        for index, model in enumerate(fleet.endpoints(hvars, models, host)):
             where = f"{host}: {models_var}[{index}]"
             if not isinstance(model, Mapping) or not model.get("name"):
                 raise TargetError(f"{where} needs a 'name' (the served model name), got {model!r}")
             if "port" not in model:
                 raise TargetError(f"{where} ({model['name']}) needs a 'port'")
-            target = _target(address, _port(model["port"], where))
+            if not model.get("address"):
+                raise TargetError(
+                    f"{where} ({model['name']}): no address to scrape it at; set vllm_server_listen_address "
+                    f"(or vllm_fleet_internal_address) for {host} in the inventory, or gather its facts"
+                )
+            target = _target(str(model["address"]), _port(model["port"], where))
             if target in seen:
                 raise TargetError(
                     f"{where} ({model['name']}) uses {target}, already used by {seen[target]}; "
@@ -149,7 +143,7 @@ def vllm_targets(
                         "host": str(host),
                         "model": str(model["name"]),
                         "gpu_group": group,
-                        "version": image_version(model.get("image") or hvars.get(image_var)),
+                        "version": image_version(model.get("image")),
                     },
                 }
             )
@@ -195,12 +189,11 @@ def host_targets(
     hostvars: Mapping[str, Any],
     port: Any,
     *,
-    address_var: str = "vllm_fleet_internal_address",
     labels: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One static_config per host for an exporter listening on ``port``, labelled ``host``."""
     configs = []
     for host in hosts:
-        target = _target(host_address(host, hostvars, address_var), _port(port, f"{host}: exporter"))
+        target = _target(host_address(host, hostvars), _port(port, f"{host}: exporter"))
         configs.append({"targets": [target], "labels": {**(labels or {}), "host": str(host)}})
     return configs

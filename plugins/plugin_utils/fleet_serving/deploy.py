@@ -22,7 +22,7 @@ ROLE_FLAGS: dict[str, str] = {
     "--port": "vllm_server_models[].port",
     "--served-model-name": "vllm_server_models[].name",
     "--model": "vllm_server_models[].path",
-    "--api-key": "vllm_server_api_key (passed as VLLM_API_KEY, never on the command line)",
+    "--api-key": "vllm_fleet_api_key (passed as VLLM_API_KEY, never on the command line)",
 }
 
 # Planner option that owns each flag (from the planner's option table): extra_args may not bypass the

@@ -44,7 +44,9 @@ def _server_address(address: str, port: int) -> str:
 def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -> list[dict[str, Any]]:
     """One route per served model: the upstream and its servers across every host serving it.
 
-    ``backends``: ``{host, address, models: [{name, port}]}`` per serving host.
+    ``backends``: ``{host, address, models: [{name, port, address}]}`` per serving host (the
+    models as the ``vllm_serving_endpoints`` filter gives them: a model's own ``address``, where
+    vllm_server recorded it listening, wins over the host's).
     Servers of hosts in ``drained`` are marked ``down`` (nginx stops sending them new
     requests; requests in flight finish). Sorted by model, then host: the rendered
     configuration is stable.
@@ -54,16 +56,10 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
     seen_targets: dict[str, str] = {}
     for backend in backends:
         host = str(backend.get("host") or "")
-        address = str(backend.get("address") or "")
+        host_address = str(backend.get("address") or "")
         models = backend.get("models") or []
         if not models:
             continue
-        if not address:
-            raise ServingError(
-                f"{host}: no address to reach it; set vllm_fleet_internal_address for {host} "
-                "in the inventory "
-                "or gather its facts (the gateway play does, unless it is --limit'ed away)"
-            )
         if not isinstance(models, list):
             raise ServingError(f"{host}: vllm_server_models must be a list of {{name, port}}, got {models!r}")
         for index, model in enumerate(models):
@@ -72,6 +68,13 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
                 raise ServingError(f"{where} needs a 'name' (the served model name)")
             if "port" not in model:
                 raise ServingError(f"{where} ({model['name']}) needs a 'port'")
+            address = str(model.get("address") or host_address)
+            if not address:
+                raise ServingError(
+                    f"{host}: no address to reach it; set vllm_server_listen_address (or "
+                    f"vllm_fleet_internal_address) for {host} in the inventory "
+                    "or gather its facts (the gateway play does, unless it is --limit'ed away)"
+                )
             if not _MODEL.match(str(model["name"])):
                 raise ServingError(
                     f"{where}: model name {model['name']!r} must start with a letter or digit "
@@ -133,7 +136,7 @@ def key_sha256(key: str) -> str:
 def clients(keys: Iterable[Mapping[str, Any]], tiers: Mapping[str, Any]) -> list[dict[str, str]]:
     """Client keys as ``{name, sha256, tier}``: the gateway stores and compares hashes only.
 
-    Raises :class:`ServingError` (naming ``gateway_api_keys``) on a missing or unsafe
+    Raises :class:`ServingError` (naming ``gateway_client_keys``) on a missing or unsafe
     name, a key shorter than 16 characters, a duplicate name or key, or an unknown tier.
     """
     out: list[dict[str, str]] = []
@@ -141,38 +144,39 @@ def clients(keys: Iterable[Mapping[str, Any]], tiers: Mapping[str, Any]) -> list
     hashes: dict[str, str] = {}
     for index, item in enumerate(keys or []):
         if not isinstance(item, Mapping):
-            raise ServingError(f"gateway_api_keys[{index}] must be a mapping {{name, key, tier}}")
+            raise ServingError(f"gateway_client_keys[{index}] must be a mapping {{name, key, tier}}")
         name = str(item.get("name") or "")
         if not _NAME.match(name):
             raise ServingError(
-                f"gateway_api_keys[{index}].name {name!r} must be 1-64 characters of letters, digits, "
+                f"gateway_client_keys[{index}].name {name!r} must be 1-64 characters of letters, digits, "
                 "'_', '.', "
                 "'-' or '@' (it appears in logs and rate-limit keys)"
             )
         key = item.get("key")
         if not isinstance(key, str) or len(key) < _MIN_KEY_LENGTH or any(c.isspace() for c in key):
             raise ServingError(
-                f"gateway_api_keys[{index}] ({name}): the key must be a string of at least {_MIN_KEY_LENGTH} "
-                "characters without spaces (generate one with `openssl rand -hex 24`, store it in Vault)"
+                f"gateway_client_keys[{index}] ({name}): the key must be a string of at least "
+                f"{_MIN_KEY_LENGTH} characters without spaces "
+                "(generate one with `openssl rand -hex 24`, store it in Vault)"
             )
         tier = str(item.get("tier") or "default")
         if tier not in tiers:
             raise ServingError(
-                f"gateway_api_keys[{index}] ({name}): tier {tier!r} is not in gateway_rate_limit_tiers "
+                f"gateway_client_keys[{index}] ({name}): tier {tier!r} is not in gateway_rate_limit_tiers "
                 f"({', '.join(sorted(tiers)) or 'none defined'})"
             )
         if name in names:
-            raise ServingError(f"gateway_api_keys: the name {name!r} is used twice; names must be unique")
+            raise ServingError(f"gateway_client_keys: the name {name!r} is used twice; names must be unique")
         digest = key_sha256(key)
         if digest in hashes:
             raise ServingError(
-                f"gateway_api_keys: {hashes[digest]} and {name} have the same key; give each its own"
+                f"gateway_client_keys: {hashes[digest]} and {name} have the same key; give each its own"
             )
         names.add(name)
         hashes[digest] = name
         out.append({"name": name, "sha256": digest, "tier": tier})
     if not out:
-        raise ServingError("gateway_api_keys is empty: add at least one {name, key} (keys from Vault)")
+        raise ServingError("gateway_client_keys is empty: add at least one {name, key} (keys from Vault)")
     return sorted(out, key=lambda c: c["name"])
 
 
