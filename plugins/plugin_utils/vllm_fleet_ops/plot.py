@@ -170,7 +170,9 @@ def _headline(report: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> 
     if knee.get("index") is None:
         return title, "no knee: the first step did not complete cleanly (see the report)", "knee"
     if knee.get("exceeded_load") is None:
-        sub = f"no knee within the sweep: p99 TTFT stayed under {factor} the first step's up to {knee['load']}"
+        sub = (
+            f"no knee within the sweep: p99 TTFT stayed under {factor} the first step's up to {knee['load']}"
+        )
         return title, sub, "last step"
     sub = (
         f"knee: {mode_label(settings['mode'])} {knee['load']} (p99 TTFT past {factor} the first step's at "
