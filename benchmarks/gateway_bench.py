@@ -16,10 +16,9 @@ hosts, give vLLM and the gateway their own CPUs and run the client beside the ga
   docker update --cpuset-cpus 0 <vllm container>; docker update --cpuset-cpus 1 <gateway host>
   taskset -c 1 benchmarks/gateway_bench.py ...
 
-Usage:
+Usage (with the control-node venv's python, which has httpx: eval "$(bin/bootstrap)"):
   benchmarks/gateway_bench.py --gateway http://GW:8080 --gateway-key KEY \\
       --direct http://GPU:8000 --direct-key BACKEND_KEY [--model tiny] [--concurrency 1,8]
-Needs httpx (requirements.txt: the control-node venv).
 """
 
 from __future__ import annotations
