@@ -119,7 +119,17 @@ class Stream:
         last_content = 0.0
         tokens = 0
         start = time.perf_counter()
-        async with self.client.stream("POST", url, json=body, headers=headers) as response:
+
+        async def trace(event: str, _info: dict) -> None:
+            # the clock starts as the request is written, after any connection set-up
+            nonlocal start
+            if event == "http11.send_request_headers.started":
+                start = time.perf_counter()
+
+        extensions = {"trace": trace}
+        async with self.client.stream(
+            "POST", url, json=body, headers=headers, extensions=extensions
+        ) as response:
             if response.status_code != 200:
                 detail = await response.aread()
                 raise RuntimeError(f"HTTP {response.status_code}: {detail[:200]!r}")

@@ -103,6 +103,24 @@ def test_streamed_answer_gives_ttft_tokens_and_no_burst(server) -> None:
     assert body["stream_options"] == {"include_usage": True}
 
 
+def test_the_trace_event_that_starts_the_clock_exists(server) -> None:
+    # Stream.request starts its clock at this httpcore trace event (after any connection set-up)
+    import httpx
+
+    names = []
+
+    async def trace(name: str, _info: dict) -> None:
+        names.append(name)
+
+    async def go() -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            await client.post(server + "/v1/chat/completions", json={}, extensions={"trace": trace})
+
+    asyncio.run(go())
+    assert "http11.send_request_headers.started" in names
+    assert names.index("connection.connect_tcp.started") < names.index("http11.send_request_headers.started")
+
+
 def test_answer_arriving_at_once_is_a_burst(server) -> None:
     ttft, tokens, burst = asyncio.run(_one(server + "/burst"))
     assert ttft >= FIRST_TOKEN_S and tokens == TOKENS
