@@ -18,8 +18,12 @@ connection), forks 5, and no fact cache. Target: per-host cost of the no-change 
 <= 1.2x that at 1 host. Then a rollout where a host stops answering mid-rollout: the rollout must
 stop there, cleanly, with the hosts after it untouched.
 
+Playbooks run through ansible-runner: recaps and failures are read from its events and stats, and
+each run's output is kept as WORKDIR/NAME.log (its events under WORKDIR/runner/NAME/artifacts).
 Everything it creates is named vf-up-scale-* and removed at the end (--keep leaves it).
-Usage (repository root, root, the machine's Docker engine):
+Usage (repository root, root, the machine's Docker engine; the control-node venv's python, which has
+ansible-runner):
+  eval "$(bin/bootstrap)"
   benchmarks/fleet_scale_bench.py [--sizes 1,4,16] [--skip-settings] [--skip-unreachable] [--keep]
 """
 
@@ -28,11 +32,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+try:
+    import ansible_runner
+except ImportError:  # told at the first playbook, so that --help works anywhere
+    ansible_runner = None
 
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "vf-up-scale"
@@ -112,6 +125,95 @@ SITE = """---
 """
 
 
+# --- playbook runs through ansible-runner --------------------------------------------------------------
+
+REACH_TASK = "reach | Show the host's place in the rollout"  # roles/fleet_rollout/tasks/reach.yml
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    seconds: float
+    stats: dict[str, dict[str, int]]  # the play recap: ok, changed, failures, dark, skipped, ... per host
+    failures: list[dict[str, str]] = field(default_factory=list)  # host, task, msg of each failed task
+    log: str = ""  # the playbook's output as ansible-playbook prints it
+
+
+def run_playbook(
+    playbook: str | Path,
+    inventory: str | Path,
+    env: Mapping[str, str],
+    data_dir: Path,
+    extravars: dict[str, Any] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    timeout: int = 3600,
+) -> PlaybookRun:
+    """Run ``playbook`` from the repository root (its ansible.cfg) with ansible-runner; ``on_event``
+    sees every event as it arrives."""
+    if ansible_runner is None:
+        raise SystemExit('needs ansible-runner: run with the control-node venv (eval "$(bin/bootstrap)")')
+    failures: list[dict[str, str]] = []
+
+    def handler(event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_failed" and not data.get("ignore_errors"):
+            msg = (data.get("res") or {}).get("msg", "")
+            failures.append({"host": data.get("host", ""), "task": data.get("task", ""), "msg": str(msg)})
+        if on_event is not None:
+            on_event(event)
+        return True  # keep the event in the artifacts
+
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    start = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=str(data_dir),
+        project_dir=str(REPO),  # the working directory: the repository's ansible.cfg applies
+        playbook=str(playbook),
+        inventory=str(inventory),
+        envvars=dict(env),
+        extravars=extravars,
+        # runner's own jsonfile fact cache would override the ANSIBLE_CACHE_* settings measured here
+        fact_cache_type="none",
+        event_handler=handler,
+        quiet=True,
+        timeout=timeout,
+    )
+    seconds = time.monotonic() - start
+    log = runner.stdout.read() if runner.stdout else ""
+    return PlaybookRun(
+        rc=int(runner.rc if runner.rc is not None else -1),
+        status=str(runner.status),
+        seconds=seconds,
+        stats=dict(runner.stats or {}),
+        failures=failures,
+        log=log,
+    )
+
+
+def changed_hosts(run: PlaybookRun) -> dict[str, int]:
+    """Hosts with changed tasks in the recap, and how many."""
+    return {host: count for host, count in (run.stats.get("changed") or {}).items() if count}
+
+
+def is_turn_of(event: Mapping[str, Any], host: str) -> bool:
+    """The rollout's reach step announced ``host`` (``Upgrade of HOST: ...``): its turn has begun."""
+    data = event.get("event_data") or {}
+    return (
+        event.get("event") == "runner_on_ok"
+        and data.get("host") == host
+        and data.get("task") == REACH_TASK
+        and str((data.get("res") or {}).get("msg", "")).startswith(f"Upgrade of {host}:")
+    )
+
+
+def stopped_cleanly_at(run: PlaybookRun, host: str) -> bool:
+    """The run failed at ``host`` with the rollout's own message naming the hosts not reached."""
+    return any(f["host"] == host and "not reached" in f["msg"] for f in run.failures)
+
+
 class Fleet:
     def __init__(self, env: dict[str, str], workdir: Path) -> None:
         self.env = env
@@ -157,61 +259,40 @@ class Fleet:
             "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.workdir / "facts"),
             **(settings or {}),
         }
-        start = time.monotonic()
-        result = subprocess.run(
-            ["ansible-playbook", "-i", str(self.inventory(count)), str(playbook)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        seconds = time.monotonic() - start
-        (self.workdir / f"{name}.log").write_text(result.stdout + result.stderr)
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{name}: {playbook} failed:\n{(result.stdout + result.stderr)[-4000:]}")
-        if check and "changed=" in result.stdout and name.startswith("no-change"):
-            changed = [
-                line for line in result.stdout.splitlines() if " changed=" in line and "changed=0" not in line
-            ]
-            if changed:
-                raise RuntimeError(f"{name}: the second run changed something: {changed[:3]}")
-        return seconds
+        run = run_playbook(playbook, self.inventory(count), env, self.workdir / "runner" / name)
+        (self.workdir / f"{name}.log").write_text(run.log)
+        if check and run.rc != 0:
+            raise RuntimeError(
+                f"{name}: {playbook} failed (rc {run.rc}, {run.status}): {run.failures[:3]}; "
+                f"see {self.workdir / name}.log"
+            )
+        if check and name.startswith("no-change") and changed_hosts(run):
+            raise RuntimeError(f"{name}: the second run changed something: {changed_hosts(run)}")
+        return run.seconds
 
     def unreachable_rollout(self, count: int, victim: int) -> dict:
         """A rollout of ``count`` hosts, one per batch; host ``victim`` stops before its turn."""
         env = {**self.env, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CACHE_PLUGIN": "memory"}
-        extra = json.dumps(
-            {"fleet_rollout_serial": [1], "fleet_rollout_group_order": ["scale_h100", "scale_4090"]}
-        )
+        extra = {"fleet_rollout_serial": [1], "fleet_rollout_group_order": ["scale_h100", "scale_4090"]}
         order = [host_name(i) for i in range(1, count + 1) if group_of(i) == "scale_h100"] + [
             host_name(i) for i in range(1, count + 1) if group_of(i) == "scale_4090"
         ]
-        stop_when = f"Upgrade of {order[victim - 2]}:"
+        before_victim, target = order[victim - 2], order[victim - 1]
         marks = {h: self.fact_mtime(h) for h in order}
-        proc = subprocess.Popen(
-            ["ansible-playbook", "-i", str(self.inventory(count)), "playbooks/upgrade.yml", "-e", extra],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        lines = []
-        stopped = False
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if not stopped and stop_when in line:
-                sh("docker", "stop", "-t", "1", order[victim - 1])
-                stopped = True
-        rc = proc.wait()
-        output = "".join(lines)
-        (self.workdir / "unreachable.log").write_text(output)
-        sh("docker", "start", order[victim - 1])
+        stopped = []
+
+        def stop_the_victim(event: dict[str, Any]) -> None:
+            if not stopped and is_turn_of(event, before_victim):
+                sh("docker", "stop", "-t", "1", target)
+                stopped.append(target)
+
+        data_dir = self.workdir / "runner" / "unreachable"
+        upgrade = REPO / "playbooks" / "upgrade.yml"
+        run = run_playbook(upgrade, self.inventory(count), env, data_dir, extra, on_event=stop_the_victim)
+        (self.workdir / "unreachable.log").write_text(run.log)
+        sh("docker", "start", target)
         after = {h: self.fact_mtime(h) for h in order}
-        return {"rc": rc, "output": output, "order": order, "victim": order[victim - 1], "before": marks,
-                "after": after}  # fmt: skip
+        return {"rc": run.rc, "run": run, "order": order, "victim": target, "before": marks, "after": after}
 
     def fact_mtime(self, host: str) -> str:
         return sh(
@@ -270,7 +351,7 @@ def main() -> int:
             untouched = result["order"][3:]
             if result["rc"] == 0:
                 problems.append("unreachable: the rollout did not fail")
-            if f"{victim}" not in result["output"] or "not reached" not in result["output"]:
+            if not stopped_cleanly_at(result["run"], victim):
                 problems.append("unreachable: the failure does not name the host and the hosts not reached")
             touched = [h for h in untouched if result["after"][h] != result["before"][h]]
             if touched:

@@ -16,10 +16,9 @@ hosts, give vLLM and the gateway their own CPUs and run the client beside the ga
   docker update --cpuset-cpus 0 <vllm container>; docker update --cpuset-cpus 1 <gateway host>
   taskset -c 1 benchmarks/gateway_bench.py ...
 
-Usage:
+Usage (with the control-node venv's python, which has httpx: eval "$(bin/bootstrap)"):
   benchmarks/gateway_bench.py --gateway http://GW:8080 --gateway-key KEY \\
       --direct http://GPU:8000 --direct-key BACKEND_KEY [--model tiny] [--concurrency 1,8]
-Python 3 standard library only.
 """
 
 from __future__ import annotations
@@ -34,6 +33,10 @@ import sys
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+
+import httpx
+
+REQUEST_TIMEOUT_S = 300.0  # the longest wait for the next bytes of an answer
 
 
 @dataclass
@@ -81,100 +84,68 @@ def check_address(url: str) -> tuple[str, int, str]:
     return parsed.hostname, port, parsed.path.rstrip("/")
 
 
-async def _read_chunked_lines(reader: asyncio.StreamReader):
-    """Yield the lines of a chunked HTTP body as they arrive."""
-    pending = b""
-    while True:
-        size_line = await reader.readline()
-        size = int(size_line.split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            await reader.readline()
-            if pending:
-                yield pending
-            return
-        pending += await reader.readexactly(size)
-        await reader.readexactly(2)
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line
-
-
 class Stream:
     """One keep-alive connection sending streaming chat completions one after another."""
 
-    def __init__(self, host: str, port: int, prefix: str, key: str) -> None:
-        self.host, self.port, self.prefix, self.key = host, port, prefix, key
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def _connect(self) -> None:
-        if self.writer is None or self.writer.is_closing():
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+    def __init__(self, base_url: str, key: str) -> None:
+        self.base_url, self.key = base_url.rstrip("/"), key
+        # one connection per stream; no proxy from the environment: the targets are local
+        self.client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0),
+            trust_env=False,
+        )
 
     async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        await self.client.aclose()
 
     async def request(self, model: str, max_tokens: int) -> tuple[float, int, bool]:
         """(time to first token, completion tokens, burst) of one streaming chat completion.
 
         ``burst``: the content chunks arrived within 5 % of the request's duration.
         """
-        await self._connect()
-        assert self.reader is not None and self.writer is not None
-        body = json.dumps(
-            {
-                "model": model,
-                "messages": [{"role": "user", "content": "Tell me about deployment tools."}],
-                "max_tokens": max_tokens,
-                "ignore_eos": True,
-                "temperature": 0,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-        ).encode()
-        head = (
-            f"POST {self.prefix}/v1/chat/completions HTTP/1.1\r\nHost: {self.host}\r\n"
-            f"Authorization: Bearer {self.key}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
-        ).encode()
-        start = time.perf_counter()
-        self.writer.write(head + body)
-        await self.writer.drain()
-        status_line = await self.reader.readline()
-        status = int(status_line.split()[1]) if status_line else 0
-        headers: dict[str, str] = {}
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if status != 200 or "chunked" not in headers.get("transfer-encoding", ""):
-            length = int(headers.get("content-length", "0") or 0)
-            detail = await self.reader.readexactly(length) if length else b""
-            await self.close()
-            self.writer = None
-            raise RuntimeError(f"HTTP {status}: {detail[:200]!r}")
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": "Tell me about deployment tools."}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        headers = {"Authorization": f"Bearer {self.key}"}
+        url = f"{self.base_url}/v1/chat/completions"
         ttft = None
         last_content = 0.0
         tokens = 0
-        async for line in _read_chunked_lines(self.reader):
-            line = line.strip()
-            if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                continue
-            event = json.loads(line[6:])
-            # a generated token: a delta with "content" (empty for special tokens), not the role chunk
-            deltas = [c.get("delta") or {} for c in event.get("choices") or []]
-            if any("content" in d and "role" not in d for d in deltas):
-                last_content = time.perf_counter() - start
-                if ttft is None:
-                    ttft = last_content
-            if event.get("usage"):
-                tokens = int(event["usage"].get("completion_tokens") or 0)
-        if headers.get("connection", "").lower() == "close":
-            await self.close()
-            self.writer = None
+        start = time.perf_counter()
+
+        async def trace(event: str, _info: dict) -> None:
+            # the clock starts as the request is written, after any connection set-up
+            nonlocal start
+            if event == "http11.send_request_headers.started":
+                start = time.perf_counter()
+
+        extensions = {"trace": trace}
+        async with self.client.stream(
+            "POST", url, json=body, headers=headers, extensions=extensions
+        ) as response:
+            if response.status_code != 200:
+                detail = await response.aread()
+                raise RuntimeError(f"HTTP {response.status_code}: {detail[:200]!r}")
+            async for line in response.aiter_lines():
+                line = line.strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                # a generated token: a delta with "content" (empty for special tokens), not the role chunk
+                deltas = [c.get("delta") or {} for c in event.get("choices") or []]
+                if any("content" in d and "role" not in d for d in deltas):
+                    last_content = time.perf_counter() - start
+                    if ttft is None:
+                        ttft = last_content
+                if event.get("usage"):
+                    tokens = int(event["usage"].get("completion_tokens") or 0)
         total = time.perf_counter() - start
         burst = ttft is not None and tokens > 2 and (last_content - ttft) < 0.05 * total
         return (ttft if ttft is not None else total), tokens, burst
@@ -183,8 +154,8 @@ class Stream:
 async def run_round(
     url: str, key: str, model: str, concurrency: int, per_stream: int, max_tokens: int
 ) -> Result:
-    host, port, prefix = check_address(url)
-    streams = [Stream(host, port, prefix, key) for _ in range(concurrency)]
+    check_address(url)
+    streams = [Stream(url, key) for _ in range(concurrency)]
     result = Result()
 
     async def worker(stream: Stream) -> None:
@@ -195,7 +166,7 @@ async def run_round(
                 result.ttft.append(ttft)
                 result.tokens += tokens
                 result.bursts += burst
-            except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as exc:
+            except (httpx.HTTPError, OSError, RuntimeError, ValueError) as exc:
                 result.failures += 1
                 print(f"  request failed on {url}: {exc}", file=sys.stderr)
 

@@ -52,6 +52,38 @@ def test_samples_parse_labels_and_skip_comments_garbage_and_nan() -> None:
     assert len(found) == 20
 
 
+def test_samples_unescape_label_values_with_quotes_commas_and_backslashes() -> None:
+    text = (
+        'm{a="x,y=\\"z\\"",b="w"} 3 1700000000000\n'  # a comma and escaped quotes inside, a timestamp
+        'm{path="C:\\\\tmp",note="two\\nlines",} 4\n'  # escaped backslash and newline, trailing comma
+    )
+    assert samples(text) == [
+        ("m", {"a": 'x,y="z"', "b": "w"}, 3.0),
+        ("m", {"path": "C:\\tmp", "note": "two\nlines"}, 4.0),
+    ]
+
+
+def test_model_filter_matches_a_served_name_with_quotes_and_commas() -> None:
+    text = (
+        'vllm:num_requests_running{engine="0",model_name="llama \\"8b\\", chat"} 2.0\n'
+        'vllm:num_requests_running{engine="0",model_name="llama"} 5.0\n'
+        'vllm:num_requests_waiting{engine="0",model_name="llama \\"8b\\", chat"} 0.0\n'
+        'vllm:request_success_total{finished_reason="abort",model_name="llama \\"8b\\", chat"} 3.0\n'
+    )
+    name = 'llama "8b", chat'
+    assert vllm_load(text, name) == {"found": True, "running": 2, "waiting": 0, "idle": False}
+    assert vllm_counters(text, name)["finished_abort"] == 3.0
+    assert vllm_load(text, "llama")["running"] == 5
+
+
+def test_samples_of_a_clean_exposition_keep_every_family() -> None:
+    clean = "\n".join(line for line in METRICS.splitlines() if line != "garbage line") + "\n"
+    assert samples(clean) == samples(METRICS)
+    assert [v for n, labels, v in samples(clean) if n == "vllm:cache_config_info"] == [1.0]
+    info = [labels for name, labels, _ in samples(clean) if name == "vllm:cache_config_info"][0]
+    assert info["label"] == 'a "quoted" value'
+
+
 @pytest.mark.parametrize(
     ("text", "model", "expected"),
     [

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+from prometheus_client.parser import text_string_to_metric_families
 
 COUNTER_KEYS = (
     "http_requests",
@@ -22,31 +20,36 @@ COUNTER_KEYS = (
     "e2e_count",
 )
 
-
-def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """``(name, labels, value)`` of every sample line of a Prometheus text exposition."""
-    out: list[tuple[str, dict[str, str], float]] = []
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group(4))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        labels = dict(_LABEL.findall(match.group(3) or ""))
-        out.append((match.group(1), labels, value))
-    return out
+Sample = tuple[str, dict[str, str], float]
 
 
-def _sum(
-    found: Iterable[tuple[str, dict[str, str], float]], name: str, model: str | None, **want: str
-) -> float:
+def _parse(text: str) -> list[Sample]:
+    """Every sample of ``text``; ValueError at the first line the parser refuses."""
+    return [
+        (sample.name, dict(sample.labels), float(sample.value))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def samples(text: str) -> list[Sample]:
+    """``(name, labels, value)`` of every sample line of a Prometheus text exposition; NaN samples
+    and lines that are not Prometheus text (an error page, a truncated scrape) are left out."""
+    try:
+        found = _parse(text or "")
+    except ValueError:
+        # not clean exposition text: keep the sample lines that parse on their own
+        found = []
+        for line in (text or "").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    found += _parse(line + "\n")
+                except ValueError:
+                    continue
+    return [(name, labels, value) for name, labels, value in found if not math.isnan(value)]
+
+
+def _sum(found: Iterable[Sample], name: str, model: str | None, **want: str) -> float:
     total = 0.0
     for sample_name, labels, value in found:
         if sample_name != name:
