@@ -105,7 +105,7 @@ def inventory(count: int) -> dict:
                         "docker_engine_source": "distro",
                         # no model: the rollout measures its own cost
                         "vllm_server_models": [],
-                        "vllm_server_api_key": "vf-up-scale-backend-0123456789",
+                        "vllm_fleet_api_key": "vf-up-scale-backend-0123456789",
                         "vllm_server_container_prefix": "{{ inventory_hostname }}-vllm-",
                     },
                 },

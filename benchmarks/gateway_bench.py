@@ -253,7 +253,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gateway", required=True, help="gateway base URL, e.g. http://127.0.0.1:8080")
     parser.add_argument("--gateway-key", required=True, help="a client key of the gateway")
     parser.add_argument("--direct", required=True, help="vLLM base URL, e.g. http://10.0.0.5:8000")
-    parser.add_argument("--direct-key", required=True, help="the vLLM key (vllm_server_api_key)")
+    parser.add_argument("--direct-key", required=True, help="the vLLM key (vllm_fleet_api_key)")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--concurrency", default="1,8", help="comma-separated stream counts (max 32)")
     parser.add_argument(

@@ -242,7 +242,7 @@ def bootstrap_env() -> dict[str, str]:
 def inventory(vllm_image: str) -> dict:
     gpu_vars = {
         "lab_gpu_profile": "h200x1",
-        "vllm_server_api_key": BACKEND_KEY,
+        "vllm_fleet_api_key": BACKEND_KEY,
         "vllm_server_image": vllm_image,
         "vllm_server_vllm_version": "0.32.0",
         "vllm_server_image_source": "local",
@@ -290,7 +290,7 @@ def inventory(vllm_image: str) -> dict:
                 "gateways": {
                     "hosts": {GATEWAY: {}},
                     "vars": {
-                        "gateway_backend_api_key": BACKEND_KEY,
+                        "vllm_fleet_api_key": BACKEND_KEY,
                         "gateway_client_keys": [{"name": "bench", "key": CLIENT_KEY}],
                         "gateway_rate_limit_tiers": {"default": {"rate": "200r/s", "burst": 400}},
                         "gateway_http_port": GATEWAY_PORT,
