@@ -147,6 +147,7 @@ ansible_facts:
 
 import os
 import subprocess
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_smi import (
     DETAIL_ARGS,

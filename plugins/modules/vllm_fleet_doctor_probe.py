@@ -95,6 +95,7 @@ import subprocess
 import time
 import urllib.parse
 from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
     DockerClient,
