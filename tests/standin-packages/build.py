@@ -44,7 +44,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "module_utils"))
+sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host  # noqa: E402
 

@@ -53,12 +53,12 @@ def image_version(image: str | None) -> str:
     if not image:
         return "unknown"
     ref = str(image).strip()
-    name, _, digest = ref.partition("@")
+    name, _unused, digest = ref.partition("@")
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
         return last.split(":", 1)[1]
     if digest:
-        algo, _, hexpart = digest.partition(":")
+        algo, _unused, hexpart = digest.partition(":")
         return f"{algo}:{hexpart[:12]}"
     return "latest"
 

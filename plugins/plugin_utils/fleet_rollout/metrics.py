@@ -6,7 +6,12 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+try:  # the control-node venv has it (requirements.txt); the collection still loads where it does not
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError as exc:
+    PROMETHEUS_CLIENT_ERROR: ImportError | None = exc
+else:
+    PROMETHEUS_CLIENT_ERROR = None
 
 COUNTER_KEYS = (
     "http_requests",
@@ -25,6 +30,11 @@ Sample = tuple[str, dict[str, str], float]
 
 def _parse(text: str) -> list[Sample]:
     """Every sample of ``text``; ValueError at the first line the parser refuses."""
+    if PROMETHEUS_CLIENT_ERROR is not None:
+        raise RuntimeError(
+            f"reading vLLM metrics needs prometheus_client ({PROMETHEUS_CLIENT_ERROR}): "
+            "pip install -r requirements.txt on the control node"
+        )
     return [
         (sample.name, dict(sample.labels), float(sample.value))
         for family in text_string_to_metric_families(text)
@@ -68,7 +78,7 @@ def vllm_load(text: str, model: str | None = None) -> dict[str, Any]:
     metrics, or the server is not up yet): such a server is not reported idle.
     """
     found = samples(text)
-    present = any(name == "vllm:num_requests_running" for name, _, _ in found)
+    present = any(name == "vllm:num_requests_running" for name, _unused, _unused in found)
     running = _sum(found, "vllm:num_requests_running", model)
     waiting = _sum(found, "vllm:num_requests_waiting", model)
     return {
@@ -92,8 +102,8 @@ def vllm_counters(text: str, model: str | None = None) -> dict[str, float]:
     ]
     finished = _sum(found, "vllm:request_success_total", model)
     return {
-        "http_requests": sum(v for _, _, v in http),
-        "http_errors": sum(v for _, labels, v in http if labels.get("status", "").startswith("5")),
+        "http_requests": sum(v for _unused, _unused, v in http),
+        "http_errors": sum(v for _unused, labels, v in http if labels.get("status", "").startswith("5")),
         "finished": finished,
         "finished_error": _sum(found, "vllm:request_success_total", model, finished_reason="error"),
         "finished_abort": _sum(found, "vllm:request_success_total", model, finished_reason="abort"),

@@ -88,7 +88,7 @@ def vllm_command(
         if flag == "" or flag in ROLE_FLAGS:
             continue  # the role sets these itself
         planned += [flag, *values]
-    planned_flags = {flag for flag, _ in split_flags(planned)}
+    planned_flags = {flag for flag, _unused in split_flags(planned)}
     extra: list[str] = []
     for flag, values in split_flags(extra_args):
         if flag == "":

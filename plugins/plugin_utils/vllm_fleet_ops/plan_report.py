@@ -175,7 +175,7 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
             + "; ".join(f"{h}: {dict(v)}" for h, v in names.items())
         )
     try:
-        gpu = gpu_spec(facts[with_gpus[0]], int(entry.get("nodes") or 1), bool(entry.get("shared") or False))
+        gpu = gpu_spec(facts[with_gpus[0]], int(entry.get("nodes") or 1), bool(entry.get("shared")))
         if entry.get("gpu_count"):
             gpu = {**gpu, "count": int(entry["gpu_count"])}
         out["gpu"] = gpu
@@ -422,7 +422,7 @@ def normalize_entries(
             "weights_bytes": model.get("weights_bytes"),
             "options": {},
             "nodes": int(model.get("nodes") or 1),
-            "shared": bool(model.get("shared") or False),
+            "shared": bool(model.get("shared")),
             "gpu_count": int(model.get("gpus")) if model.get("gpus") else None,
             "error": None,
         }

@@ -14,11 +14,16 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+try:  # the control-node venv has it (requirements.txt); the collection still loads where it does not
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+except ImportError as exc:
+    MATPLOTLIB_ERROR: ImportError | None = exc
+else:
+    MATPLOTLIB_ERROR = None
 
 from .bench import mode_label
 
@@ -79,7 +84,7 @@ def _panel(
     allow_log: bool = True,
     knee_label: str = "knee",
 ) -> dict[str, Any]:
-    values = [v for _, _, vals in series for v in vals if v is not None]
+    values = [v for _unused, _unused, vals in series for v in vals if v is not None]
     if hline:
         values.append(hline[0])
     log_y = allow_log and _is_log(values, 20, strict=True)
@@ -154,7 +159,7 @@ def _box(ax: Axes) -> Callable[[], tuple[int, int, int, int]]:
 
 def render_chart(report: Mapping[str, Any]) -> bytes:
     """The PNG bytes of the report's latency-vs-load chart."""
-    png, _ = render_chart_with_layout(report)
+    png, _layout = render_chart_with_layout(report)
     return png
 
 
@@ -184,6 +189,11 @@ def _headline(report: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> 
 def render_chart_with_layout(report: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """The PNG and, per panel, the axes and data -> pixel mappings (for tests that check where
     points landed)."""
+    if MATPLOTLIB_ERROR is not None:
+        raise RuntimeError(
+            f"the bench plot needs matplotlib ({MATPLOTLIB_ERROR}): "
+            "pip install -r requirements.txt on the control node"
+        )
     mode = report["settings"]["mode"]
     steps = [s for s in report["steps"] if s.get("ttft_ms")]
     loads = [float(s["load"]) for s in steps]

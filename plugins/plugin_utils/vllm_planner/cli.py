@@ -128,7 +128,7 @@ def format_table(result: dict[str, Any]) -> str:
         ("KV cache tokens", f"{result['kv_cache_tokens']:,} (block size {result['block_size']})"),
         ("max concurrency", f"{result['max_concurrency']:.2f}x at {result['max_model_len']:,} tokens"),
     ]
-    width = max(len(k) for k, _ in rows)
+    width = max(len(k) for k, _unused in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     if result["vllm_args"]:
         lines.append(f"{'vllm serve args'.ljust(width)}  {' '.join(result['vllm_args'])}")

@@ -294,11 +294,11 @@ def _layer_kinds(tc: Mapping[str, Any], n_layers: int, model_type: str, has_mamb
     if has_mamba and isinstance(interval, int) and interval > 0:
         return tuple("full" if (i + 1) % interval == 0 else "mamba" for i in range(n_layers))
     if model_type in ("mamba", "mamba2", "falcon_mamba"):
-        return tuple("mamba" for _ in range(n_layers))
+        return tuple("mamba" for _unused in range(n_layers))
     window = tc.get("sliding_window")
     if model_type.startswith(("qwen2", "qwen3")) or "use_sliding_window" in tc:
         if not tc.get("use_sliding_window", False) or not window:
-            return tuple("full" for _ in range(n_layers))
+            return tuple("full" for _unused in range(n_layers))
         mwl = int(tc.get("max_window_layers") or 0)
         return tuple("sliding" if i >= mwl else "full" for i in range(n_layers))
     if model_type.startswith("gemma2") and window:
@@ -318,8 +318,8 @@ def _layer_kinds(tc: Mapping[str, Any], n_layers: int, model_type: str, has_mamb
         step = int(tc.get("no_rope_layer_interval") or 4)
         return tuple("full" if (i + 1) % step == 0 else "chunked" for i in range(n_layers))
     if window and isinstance(window, int) and window > 0:
-        return tuple("sliding" for _ in range(n_layers))
-    return tuple("full" for _ in range(n_layers))
+        return tuple("sliding" for _unused in range(n_layers))
+    return tuple("full" for _unused in range(n_layers))
 
 
 def _layer_mlp(tc: Mapping[str, Any], kinds: tuple[str, ...], moe: MoeSpec | None) -> tuple[str, ...]:
@@ -327,7 +327,7 @@ def _layer_mlp(tc: Mapping[str, Any], kinds: tuple[str, ...], moe: MoeSpec | Non
     if isinstance(pattern, str) and len(pattern) == len(kinds):
         return tuple("moe" if ch == "E" else "dense" if ch == "-" else "none" for ch in pattern)
     if moe is None:
-        return tuple("dense" for _ in kinds)
+        return tuple("dense" for _unused in kinds)
     return tuple("moe" if moe.moe_layers[i] else "dense" for i in range(len(kinds)))
 
 

@@ -163,7 +163,7 @@ def build_layout(
             n_groups = -(-n // group_size)
             padding += n_groups * group_size - n
             w = window if kind == "sliding" else chunk if kind == "chunked" else 0
-            gl.extend(KvGroup(kind, group_size, w) for _ in range(n_groups))
+            gl.extend(KvGroup(kind, group_size, w) for _unused in range(n_groups))
         groups = tuple(gl)
     return KvLayout(
         block_size=bs,

@@ -438,7 +438,7 @@ def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
 def cli_arguments(gpu: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The GPU and option flags of ``bin/vllm-fleet-plan`` for these inputs, and keys it has no flag for."""
     argv: list[str] = []
-    for key, (flag, _) in GPU_FLAGS.items():
+    for key, (flag, _unused) in GPU_FLAGS.items():
         if gpu.get(key) not in (None, ""):
             argv += [flag, str(gpu[key])]
     if gpu.get("shared"):

@@ -63,7 +63,7 @@ def fmt_gib(n: float) -> str:
 
 def short_name(arch: ModelArch, model_name: str | None) -> str:
     name = str(model_name or arch.name)
-    name = name.rstrip("/").split("/")[-1]
+    name = name.rstrip("/").rsplit("/", maxsplit=1)[-1]
     return name.split("__")[-1] or "model"
 
 

@@ -113,15 +113,15 @@ def check_gpu_state(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list
                     (WARN, f"{label}: ECC disabled", "enable it: nvidia-smi -e 1, then reboot")
                 )
     if ecc_problems:
-        worst = FAIL if any(s == FAIL for s, _, _ in ecc_problems) else WARN
+        worst = FAIL if any(s == FAIL for s, _unused, _unused in ecc_problems) else WARN
         results.append(
             result(
                 "ecc",
                 host,
                 f"{len(gpus)} GPUs",
                 worst,
-                "; ".join(d for _, d, _ in ecc_problems),
-                "; ".join(dict.fromkeys(f for _, _, f in ecc_problems)),
+                "; ".join(d for _unused, d, _unused in ecc_problems),
+                "; ".join(dict.fromkeys(f for _unused, _unused, f in ecc_problems)),
             )
         )
     elif ecc:

@@ -34,7 +34,7 @@ def check_ram(
         if size is None:
             unknown.append(name)
             continue
-        plan, _ = plan_for(rec, model, planner)
+        plan, _unused = plan_for(rec, model, planner)
         pp = int((plan or {}).get("pipeline_parallel_size") or 1)
         weights += size / pp
         parts.append(f"{name} {gib(size / pp)}" + (f" (1/{pp} of {gib(size)}, PP {pp})" if pp > 1 else ""))
