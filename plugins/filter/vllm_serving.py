@@ -1,6 +1,7 @@
-"""Filters for the serving roles (vllm_server, gateway): thin shims over module_utils/fleet_serving.
+"""Filters for the serving roles (vllm_server, gateway): thin shims over plugins/plugin_utils/fleet_serving.
 
-vllm_serving_command(path, name, host, port, planned_args, extra_args)  the `vllm serve` arguments
+vllm_serving_command(path, name, host, port, planned_args, extra_args, stop_timeout, vllm_version)
+                                                 the `vllm serve` arguments
 vllm_serving_hash(value)                         short stable sha256 of any data (the args hash)
 vllm_serving_gpu_sets(requests, gpu_count)       disjoint GPU sets for the models of one host
 vllm_serving_ready_timeout(weights_bytes, base, per_gib, maximum)  readiness timeout in seconds

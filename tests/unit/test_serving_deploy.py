@@ -269,3 +269,40 @@ def test_rollback_then_record_swaps_current_and_previous() -> None:
     fact = deploy.update_deployments(fact, {"m": target}, "T3")
     assert fact["models"]["m"]["current"]["version"] == "old"
     assert fact["models"]["m"]["previous"]["version"] == "new"
+
+
+@pytest.mark.parametrize(
+    ("stop", "version", "expected"),
+    [
+        (60, "0.32.0", ["--shutdown-timeout", "55"]),  # vLLM drains, Docker keeps 5 s to see it exit
+        (60, "v0.18.0", ["--shutdown-timeout", "55"]),  # the first release with the flag
+        (3, "0.34.0", ["--shutdown-timeout", "0"]),  # no time to drain: vLLM's own default
+        (60, "0.17.1", []),  # no such flag before 0.18: nothing vLLM would refuse
+        (None, "0.32.0", []),  # no stop timeout given: no drain flag
+    ],
+)
+def test_vllm_command_drain_flag(stop: object, version: str, expected: list) -> None:
+    cmd = deploy.vllm_command("/m", "m", "10.0.0.5", 8000, PLANNED, [], stop, version)
+    drain = cmd[cmd.index("--shutdown-timeout") : cmd.index("--shutdown-timeout") + 2] if expected else []
+    assert drain == expected
+    assert ("--shutdown-timeout" in cmd) == bool(expected)
+
+
+@pytest.mark.parametrize(
+    ("stop", "version", "needle"),
+    [
+        ("soon", "0.32.0", "vllm_server_stop_timeout must be a number of seconds, got 'soon'"),
+        (-1, "0.32.0", "vllm_server_stop_timeout must be >= 0"),
+        (60, "nightly", "vllm_version: cannot parse 'nightly'"),
+    ],
+)
+def test_vllm_command_drain_flag_rejects(stop: object, version: str, needle: str) -> None:
+    with pytest.raises(ServingError, match=needle):
+        deploy.vllm_command("/m", "m", "10.0.0.5", 8000, PLANNED, [], stop, version)
+
+
+def test_extra_args_may_not_set_the_drain_flag() -> None:
+    with pytest.raises(
+        ServingError, match="sets --shutdown-timeout: remove it, it comes from vllm_server_stop_timeout"
+    ):
+        deploy.vllm_command("/m", "m", "10.0.0.5", 8000, PLANNED, ["--shutdown-timeout", "9"], 60, "0.32.0")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import threading
 import time
+import urllib.parse
 from datetime import datetime
 
 from conftest import (
@@ -60,6 +63,9 @@ def test_container_spec(host, engine, vllm_url):
     assert env["VLLM_API_KEY"] not in " ".join(config["Cmd"])  # the key is never on the command line
     assert config["Cmd"][:3] == [model_dir, "--served-model-name", "tiny"]
     assert "--kv-cache-memory-bytes" in config["Cmd"] and "--enforce-eager" in config["Cmd"]
+    # vLLM drains on SIGTERM within Docker's stop timeout (60 s), less 5 s to exit
+    assert config["Cmd"][config["Cmd"].index("--shutdown-timeout") + 1] == "55"
+    assert config["StopTimeout"] == 60
     assert config["Healthcheck"]["Test"][:2] == ["CMD", "python3"]
     assert config["Labels"]["io.vllm-fleet.model"] == "tiny"
     deadline = time.monotonic() + 90
@@ -182,6 +188,49 @@ def test_bad_upgrade_fails_clearly_and_rollback_restores_the_running_version(hos
     assert again.returncode == 0, explain(again)
     assert "changed=0" in _recap(again, GPU)
     assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] == started
+
+
+def test_a_stream_in_flight_when_the_container_stops_finishes(host, engine, vllm_url, keys):
+    """docker stop (SIGTERM) while a long streaming completion runs: vLLM finishes it before it exits."""
+    parsed = urllib.parse.urlparse(vllm_url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=180)
+    body = {
+        "model": "tiny",
+        "prompt": "Once upon a time",
+        "max_tokens": 480,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    conn.request(
+        "POST",
+        "/v1/completions",
+        json.dumps(body),
+        {"Authorization": f"Bearer {keys['backend']}", "Content-Type": "application/json"},
+    )
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.fp.readline().startswith(b"data: ")  # the stream has begun
+    before = engine.api.inspect_container(VLLM)["State"]["StartedAt"]
+    stopping = threading.Thread(target=engine.api.restart, args=(VLLM,), kwargs={"timeout": 60})
+    stopping.start()
+    stop_sent = time.monotonic()
+    chunks, finish, done, last = 0, None, False, stop_sent
+    while line := resp.fp.readline():
+        if line.strip() == b"data: [DONE]":
+            done = True
+            break
+        if line.startswith(b"data: "):
+            chunks, last = chunks + 1, time.monotonic()
+            finish = json.loads(line[6:])["choices"][0].get("finish_reason") or finish
+    conn.close()
+    stopping.join(120)
+    assert done and finish == "length", f"the stream was cut after {chunks} chunks (finish_reason {finish})"
+    # the stop really came mid-stream: vLLM went on generating after it, and then the container restarted
+    assert last - stop_sent > 0.5, (
+        f"the stream ended {last - stop_sent:.2f} s after the stop: nothing was in flight"
+    )
+    assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] != before
+    wait_until_serving(vllm_url, keys["backend"], timeout=600)
 
 
 def test_watchdog_restarts_a_hung_vllm_within_its_window(host, engine, gateway_url, keys):

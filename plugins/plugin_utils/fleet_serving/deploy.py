@@ -9,7 +9,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..vllm_planner.errors import PlanInputError
 from ..vllm_planner.options import plan_fields, vllm_flag_owners
+from ..vllm_planner.versions import parse_version
 
 
 class ServingError(ValueError):
@@ -23,7 +25,38 @@ ROLE_FLAGS: dict[str, str] = {
     "--served-model-name": "vllm_server_models[].name",
     "--model": "vllm_server_models[].path",
     "--api-key": "vllm_fleet_api_key (passed as VLLM_API_KEY, never on the command line)",
+    "--shutdown-timeout": "vllm_server_stop_timeout",
 }
+
+# First release whose `vllm serve` drains in-flight requests on SIGTERM (--shutdown-timeout; its default 0
+# aborts them). Before it, vLLM has no drain and the gateway's drain is all there is.
+SHUTDOWN_TIMEOUT_SINCE = (0, 18, 0)
+# Seconds Docker keeps after vLLM's drain deadline to see the process exit before it kills it.
+STOP_MARGIN_S = 5
+
+
+def shutdown_timeout(stop_timeout: Any, vllm_version: str | None) -> int | None:
+    """vLLM's ``--shutdown-timeout`` for a container Docker stops within ``stop_timeout`` seconds.
+
+    None where the release has no such flag. vLLM must give up on in-flight requests before Docker's
+    SIGKILL, so it gets the stop timeout less a margin for the process to exit.
+    """
+    try:
+        stop = int(stop_timeout)
+    except (TypeError, ValueError):
+        raise ServingError(
+            f"vllm_server_stop_timeout must be a number of seconds, got {stop_timeout!r}"
+        ) from None
+    if stop < 0:
+        raise ServingError(f"vllm_server_stop_timeout must be >= 0, got {stop}")
+    try:
+        version = parse_version(vllm_version)
+    except PlanInputError as exc:
+        raise ServingError(str(exc)) from None
+    if version < SHUTDOWN_TIMEOUT_SINCE:
+        return None
+    return max(0, stop - STOP_MARGIN_S)
+
 
 # Planner option that owns each flag (from the planner's option table): extra_args may not bypass the
 # planner's validation.
@@ -67,8 +100,13 @@ def vllm_command(
     port: int,
     planned_args: Iterable[Any],
     extra_args: Iterable[Any] = (),
+    stop_timeout: Any = None,
+    vllm_version: str | None = None,
 ) -> list[str]:
     """The ``vllm serve`` arguments of one model: role flags, then the plan, then ``extra_args``.
+
+    With ``stop_timeout`` (the container's), vLLM gets a ``--shutdown-timeout`` that lets in-flight
+    requests finish on SIGTERM, on releases that have it.
 
     Raises :class:`ServingError` when ``extra_args`` sets a flag the planner or the
     role owns (it must go through ``overrides`` so the planner validates it).
@@ -109,6 +147,11 @@ def vllm_command(
                 f"vllm_server_models[{served_name}].overrides.{option} instead, so the planner checks it"
             )
         extra += [flag, *values]
+    drain: list[str] = []
+    if stop_timeout is not None:
+        seconds = shutdown_timeout(stop_timeout, vllm_version)
+        if seconds is not None:
+            drain = ["--shutdown-timeout", str(seconds)]
     return [
         str(model_path),
         "--served-model-name",
@@ -117,6 +160,7 @@ def vllm_command(
         str(host),
         "--port",
         str(port),
+        *drain,
         *planned,
         *extra,
     ]
