@@ -1,0 +1,92 @@
+"""Drift between what vllm-fleet emits and what one vLLM release accepts: CLI flags and metric names.
+
+vLLM renames and removes flags and metrics between releases. The inputs are read from the release itself
+(`vllm serve --help=all`, `vllm bench serve --help=all`, the metric names in its source), so a check against
+them fails naming the flag or metric, where vllm-fleet uses it, and the release.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from ..fleet_serving.deploy import ROLE_FLAGS
+from ..vllm_planner.options import OPTIONS
+
+# An argparse help option line: two spaces, the flag and its aliases ("--a A, --b A", "-tp TP, --x TP").
+_HELP_OPTION = re.compile(r"^ {2}(-{1,2}[A-Za-z0-9][^\n]*?)(?: {2,}|$)")
+_METRIC = re.compile(r"vllm:[a-z0-9_]+")
+_SERIES_SUFFIX = re.compile(r"_(bucket|sum|count|created|total)$")
+# Flags the role passes another way (the model directory is positional, the key an environment variable).
+_NOT_ON_THE_COMMAND_LINE = ("--model", "--api-key")
+
+
+def help_flags(text: str) -> frozenset[str]:
+    """Every option string an argparse ``--help`` output defines (aliases and ``--no-`` forms included)."""
+    flags: set[str] = set()
+    for line in text.splitlines():
+        match = _HELP_OPTION.match(line)
+        if not match:
+            continue
+        for part in match.group(1).split(", "):
+            token = part.split(" ", 1)[0]
+            if token.startswith("-"):
+                flags.add(token)
+    return frozenset(flags)
+
+
+def emitted_serve_flags() -> dict[str, str]:
+    """Every ``vllm serve`` flag the serving role can put on a command line -> the variable that sets it."""
+    emitted = {flag: owner for flag, owner in ROLE_FLAGS.items() if flag not in _NOT_ON_THE_COMMAND_LINE}
+    for option in OPTIONS:
+        if option.vllm_flag is not None:
+            emitted[option.vllm_flag] = f"the planner (vllm_server_models[].overrides.{option.name})"
+    return emitted
+
+
+def template_flags(text: str, where: str) -> dict[str, str]:
+    """The quoted ``--flags`` a task file builds a command line from -> the file."""
+    return {flag: where for flag in re.findall(r"'(--[a-z0-9][a-z0-9-]*)'", text)}
+
+
+def flag_drift(emitted: Mapping[str, str], known: Iterable[str], version: str, command: str) -> list[str]:
+    """One line per emitted flag that ``command`` of vLLM ``version`` does not define."""
+    known_flags = frozenset(known)
+    return [
+        f"vLLM {version} `{command}` has no {flag} (set by {owner}): the release renamed or removed it; "
+        "pin vllm_server_vllm_version and vllm_server_image to a release that has it"
+        for flag, owner in sorted(emitted.items())
+        if flag not in known_flags
+    ]
+
+
+def _base(name: str) -> str:
+    return _SERIES_SUFFIX.sub("", name)
+
+
+def source_metrics(text: str) -> frozenset[str]:
+    """Metric names a release's source defines (quoted ``vllm:`` names), without series suffixes."""
+    return frozenset(_base(name) for name in re.findall(r"[\"'](vllm:[a-z0-9_]+)[\"']", text))
+
+
+def metric_drift(sources: Mapping[str, str], known: Iterable[str], version: str) -> list[str]:
+    """One line per ``vllm:`` metric a file uses that vLLM ``version`` does not define.
+
+    ``sources``: file -> text. A line that offers alternatives (``a or b``, the PromQL way to span releases)
+    passes when one alternative uses only metrics the release has.
+    """
+    have = frozenset(_base(name) for name in known)
+    problems: list[str] = []
+    for where, text in sorted(sources.items()):
+        for number, line in enumerate(text.splitlines(), 1):
+            parts = [set(_METRIC.findall(part)) for part in re.split(r"\bor\b", line)]
+            parts = [part for part in parts if part]
+            if not parts or any(all(_base(m) in have for m in part) for part in parts):
+                continue
+            for name in sorted(set().union(*parts)):
+                if _base(name) not in have:
+                    problems.append(
+                        f"{where}:{number}: vLLM {version} has no metric {name}: the release renamed or "
+                        f"removed it; use its new name (with `or {name}` for older releases)"
+                    )
+    return problems

@@ -1,0 +1,109 @@
+"""Flags and metrics vllm-fleet uses vs one vLLM release (release_drift), on what vLLM 0.32.0 itself printed.
+
+tests/data/vllm-release/0.32.0 was read from the lab's vLLM CPU image by
+`tests/release/check.py IMAGE --capture`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import release_drift
+from release import check
+
+CAPTURE = Path(__file__).resolve().parents[1] / "data" / "vllm-release" / "0.32.0"
+SERVE = (CAPTURE / "serve-help.txt").read_text()
+BENCH = (CAPTURE / "bench-serve-help.txt").read_text()
+METRICS = (CAPTURE / "metrics.txt").read_text()
+
+
+def _without(text: str, needle: str) -> str:
+    return "\n".join(line for line in text.splitlines() if needle not in line)
+
+
+def test_this_checkout_has_no_drift_against_the_lab_release() -> None:
+    assert (CAPTURE / "VERSION").read_text().strip() == "0.32.0"
+    assert check.check("0.32.0", SERVE, BENCH, METRICS) == []
+
+
+def test_help_flags_reads_aliases_and_negations() -> None:
+    flags = release_drift.help_flags(SERVE)
+    assert {
+        "--tensor-parallel-size",
+        "-tp",
+        "--enforce-eager",
+        "--no-enforce-eager",
+        "--shutdown-timeout",
+    } <= flags
+    assert "--device-memory-utilization" in flags  # an alias on the same line as --gpu-memory-utilization
+    assert len(flags) > 300
+
+
+@pytest.mark.parametrize(
+    ("flag", "owner"),
+    [
+        ("--shutdown-timeout", "vllm_server_stop_timeout"),
+        ("--kv-cache-memory-bytes", "vllm_server_models[].overrides.kv_cache_memory_bytes"),
+        ("--max-num-seqs", "vllm_server_models[].overrides.max_num_seqs"),
+        ("--served-model-name", "vllm_server_models[].name"),
+    ],
+)
+def test_a_flag_the_release_lacks_is_named_with_its_variable(flag: str, owner: str) -> None:
+    problems = check.check("0.32.0", _without(SERVE, f"  {flag} "), BENCH, METRICS)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"vLLM 0.32.0 `vllm serve` has no {flag} (set by ")
+    assert owner in problems[0] and "pin vllm_server_vllm_version" in problems[0]
+
+
+def test_a_bench_flag_the_release_lacks_names_the_task_file() -> None:
+    problems = check.check("0.32.0", SERVE, _without(BENCH, "  --percentile-metrics"), METRICS)
+    assert problems == [
+        "vLLM 0.32.0 `vllm bench serve` has no --percentile-metrics "
+        "(set by roles/fleet_bench/tasks/step.yml): the release renamed or removed it; "
+        "pin vllm_server_vllm_version and vllm_server_image to a release that has it"
+    ]
+
+
+def test_a_metric_the_release_lacks_names_each_file_and_line() -> None:
+    problems = check.check("0.32.0", SERVE, BENCH, _without(METRICS, '"vllm:num_requests_waiting"'))
+    assert problems and all("has no metric vllm:num_requests_waiting" in p for p in problems)
+    files = {p.split(":", 1)[0] for p in problems}
+    assert files == set(check.METRIC_USERS)  # rules, dashboard and the rollout gate all read it
+
+
+@pytest.mark.parametrize(
+    ("known", "ok"),
+    [
+        ({"vllm:kv_cache_usage_perc"}, True),  # new releases
+        ({"vllm:gpu_cache_usage_perc"}, True),  # old releases
+        ({"vllm:num_requests_running"}, False),  # neither
+    ],
+)
+def test_or_alternatives_span_releases(known: set, ok: bool) -> None:
+    line = 'max(vllm:kv_cache_usage_perc{job="vllm"} or vllm:gpu_cache_usage_perc{job="vllm"})'
+    problems = release_drift.metric_drift({"rules.yml": line}, known, "0.9.0")
+    assert (problems == []) is ok
+    if not ok:
+        assert problems[0].startswith("rules.yml:1: vLLM 0.9.0 has no metric vllm:gpu_cache_usage_perc")
+
+
+def test_series_suffixes_match_the_defined_metric() -> None:
+    text = (
+        "rate(vllm:time_to_first_token_seconds_bucket[5m]) vllm:request_success_total "
+        "vllm:e2e_request_latency_seconds_sum"
+    )
+    assert release_drift.metric_drift({"f": text}, release_drift.source_metrics(METRICS), "0.32.0") == []
+
+
+def test_only_expressions_are_read_from_a_dashboard() -> None:
+    dashboard = (
+        '{"panels": [{"description": "vllm:gone on older vLLM", '
+        '"targets": [{"expr": "sum(vllm:num_requests_running)"}]}]}'
+    )
+    assert check.expressions("d.json", dashboard) == "sum(vllm:num_requests_running)"
+
+
+def test_a_folded_rule_expression_is_one_line() -> None:
+    rules = "      - alert: A\n        expr: >-\n          vllm:a\n          or vllm:b\n        for: 5m\n"
+    assert check.expressions("r.yml.j2", rules) == "vllm:a or vllm:b"
