@@ -107,7 +107,11 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_gateway_upstreams_use_the_listen_address_and_the_record(found):
-    servers = re.findall(r"^\s*server (\S+) .*# host=(\S+)$", found["upstreams"], re.M)
+    # each host once as a server and once as its never-failed backup
+    conf = found["upstreams"]
+    servers = re.findall(r"^\s*server (\S+) max_fails=\d+ fail_timeout.*# host=(\S+)$", conf, re.M)
+    backups = re.findall(r"^\s*server (\S+) max_fails=0 backup;\s*# host=(\S+)$", conf, re.M)
+    assert sorted(backups) == sorted(servers)
     assert sorted(servers, key=lambda s: s[1]) == [
         (f"{LISTEN}:8000", "gpu1"),
         (f"{RECORDED[0]}:{RECORDED[1]}", "gpu2"),
