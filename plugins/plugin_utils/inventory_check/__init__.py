@@ -17,7 +17,7 @@ from .argspec import check_option
 from .cross import HostView, check_backend_key, check_gateway, check_groups, check_ports, check_served, check_weights
 from .names import check_names, closest
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
-from .sources import inventory_sources, where_from
+from .sources import inventory_sources, short_path, where_from
 from .specs import REMOVED, Catalogue, load_catalogue
 
 __all__ = [
@@ -88,4 +88,6 @@ def validate_inventory(
     found, children = inventory_sources(sources)
     problems = check_inventory(hosts, groups, children, cat)
     host_groups = {host: [g for g, members in groups.items() if host in members] + ["all"] for host in hosts}
-    return format_problems(problems, where_from(found, host_groups, groups, cwd), groups)
+    where = where_from(found, host_groups, groups, cwd)
+    where.update({("", scope): short_path(path, cwd) for (scope, var), path in found.items() if var == ""})
+    return format_problems(problems, where, groups)

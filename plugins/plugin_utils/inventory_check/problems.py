@@ -51,13 +51,14 @@ def format_problems(
 ) -> list[str]:
     """One line per problem; the same problem on several hosts is told once, at the file that defines it.
 
-    ``where`` maps (host, top-level variable) to the inventory file the host's value comes from (empty when unknown).
+    ``where`` maps (host, top-level variable) to the inventory file the host's value comes from, and ("", group)
+    to the file that declares a group (for problems of the inventory's groups).
     """
     seen: dict[str, list[str]] = {}
     order: list[str] = []
     for problem in problems:
         top = problem.variable.split("[", 1)[0].split(".", 1)[0]
-        source = where.get((problem.host, top), "") if problem.host else ""
+        source = where.get((problem.host, top), "")
         key = f"{source}\0{problem.variable}\0{problem.what}\0{problem.fix}"
         if key not in seen:
             seen[key] = []

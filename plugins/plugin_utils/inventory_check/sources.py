@@ -36,6 +36,7 @@ def _var_files(folder: Path, name: str) -> list[Path]:
 
 def _walk_yaml_inventory(data: Any, path: Path, found: dict[tuple[str, str], str], children: dict[str, list[str]]) -> None:
     def group(name: str, body: Any) -> None:
+        found.setdefault((name, ""), str(path))  # where the group itself is declared
         if not isinstance(body, Mapping):
             return
         for var in body.get("vars") or {}:
@@ -95,10 +96,10 @@ def where_from(
         scopes = [host] + sorted(member_of, key=lambda g: (g == "all", len(groups.get(g) or []), g))
         for scope in reversed(scopes):
             for var in by_scope.get(scope, []):
-                out[(host, var)] = _short(found[(scope, var)], cwd)
+                out[(host, var)] = short_path(found[(scope, var)], cwd)
     return out
 
 
-def _short(path: str, cwd: str) -> str:
+def short_path(path: str, cwd: str) -> str:
     rel = os.path.relpath(path, cwd)
     return path if rel.startswith("..") else rel
