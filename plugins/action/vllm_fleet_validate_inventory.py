@@ -41,7 +41,7 @@ class ActionModule(ActionBase):
         groups = {name: list(members) for name, members in task_vars.get("groups", {}).items()}
         wanted = args["hosts"] or sorted({h for name, members in groups.items() for h in members})
         cat = load_catalogue()
-        hosts = {}
+        hosts, facts = {}, {}
         for host in wanted:
             raw = hostvars.raw_get(host)
             if not isinstance(raw, Mapping):
@@ -49,17 +49,24 @@ class ActionModule(ActionBase):
             templar = self._templar.copy_with_new_env(available_variables=raw)
             names = [n for n in raw if (cat.governs(n) or n in REMOVED) and not n.startswith("__")]
             hosts[host] = {name: self._render(templar, raw[name]) for name in names}
-        problems = validate_inventory(
-            hosts, groups, list(task_vars.get("ansible_inventory_sources") or []), os.getcwd(), cat
-        )
-        result.update(changed=False, problems=problems, checked=len(hosts))
+            cached = raw.get("ansible_facts") or {}
+            facts[host] = cached.get("nvidia_gpu") if isinstance(cached, Mapping) else None
+        sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
+        config_dir = next((h["fleet_plan_config_dir"] for h in hosts.values() if isinstance(h.get("fleet_plan_config_dir"), str)), None)
+        if config_dir is None and sources:
+            config_dir = sources[0] if os.path.isdir(sources[0]) else os.path.dirname(sources[0])
+        problems, planned = validate_inventory(hosts, groups, sources, os.getcwd(), cat, facts, config_dir or ".")
+        result.update(changed=False, problems=problems, checked=len(hosts), planned=planned)
         if problems:
             result.update(
                 failed=True,
                 msg=f"{len(problems)} problem(s) in the inventory, nothing was changed:\n" + "\n".join(problems),
             )
         else:
-            result["msg"] = f"the inventory is valid ({len(hosts)} hosts checked)"
+            result["msg"] = (
+                f"the inventory is valid ({len(hosts)} hosts checked; {planned} (GPU group, model) plan(s) made "
+                "from cached GPU facts, playbooks/plan.yml plans the rest)"
+            )
         return result
 
     def _render(self, templar: Any, value: Any) -> Any:

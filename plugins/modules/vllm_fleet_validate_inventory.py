@@ -14,6 +14,9 @@ description:
     fleet's namespace that no role reads (with the closest known name) or that were removed, and what the
     roles must agree on - every served model declared in C(model_weights_models), hub names and revisions,
     GPU groups with hosts, the backend key and the client keys, rate-limit tiers, ports of one host.
+  - Plans each C(fleet_plan_models) entry whose C(config) is a file on the control node and whose group's
+    GPU facts are in the fact cache, and fails when that plan is infeasible; the other pairs need the hosts
+    and are planned by C(playbooks/plan.yml) (which fails on an infeasible plan) and by the serve stage.
   - Each value is rendered for its host; a vault secret without its password, or a lookup of a file that the
     deployment writes later, is not judged. A reference to a variable that is not defined is a problem.
   - Fails with one line per problem, each naming the inventory file, the variable, what is wrong and the fix;
@@ -44,6 +47,10 @@ problems:
   returned: always
 checked:
   description: Number of hosts whose variables were checked.
+  type: int
+  returned: always
+planned:
+  description: Number of (GPU group, model) plans made from cached GPU facts.
   type: int
   returned: always
 """

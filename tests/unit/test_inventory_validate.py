@@ -287,3 +287,48 @@ def test_each_mistake_is_one_clear_line(mutation, tmp_path):
     hosts = recap(proc.stdout)
     assert [line.split()[0] for line in hosts] == ["localhost"], hosts
     assert all(" changed=0 " in line for line in hosts), hosts
+
+
+def cache_gpu_facts(cache: Path, pairs: dict[str, str]) -> dict[str, str]:
+    """A private fact cache where each example GPU group has the nvidia_gpu facts of a captured GPU profile
+    (nvidia_gpu_facts on this machine against the nvidia-smi stand-in, as tests/lab/plan-example does)."""
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(cache),
+    )
+    for group, profile in pairs.items():
+        proc = subprocess.run(
+            ["ansible", "-i", "inventories/example", group, "-o", "-m", "vllm_fleet.vllm_fleet.nvidia_gpu_facts",
+             "-a", f"path={ROOT / 'tests' / 'lab' / 'nvidia-smi'}", "-e", "ansible_connection=local",
+             "-e", "ansible_become=false", "-e", f"ansible_python_interpreter={sys.executable}"],
+            cwd=ROOT, env={**env, "NVIDIA_SMI_STANDIN_DIR": str(ROOT / "tests" / "data" / "nvidia-smi" / profile)},
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return env
+
+
+@pytest.mark.parametrize(
+    ("rtx4090_profile", "ok"),
+    [("rtx4090x8", True), ("l4x1", False)],
+)
+def test_the_plans_that_need_no_host_are_made_by_validate(tmp_path, rtx4090_profile, ok):
+    env = cache_gpu_facts(
+        tmp_path / "facts", {"h100_nodes": "h100x8", "rtx4090_nodes": rtx4090_profile, "a100_nodes": "a100x8"}
+    )
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", "inventories/example", "playbooks/validate.yml", "-v"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "7 (GPU group, model) plan(s) made from cached GPU facts" in " ".join(proc.stdout.split())
+    else:
+        # one L4 (24 GB) cannot hold a 70B model in FP8: fleet_plan_models[2]
+        assert proc.returncode != 0
+        [line] = [line for line in problem_lines(proc.stdout) if ": fleet_plan_models[2]: " in line]
+        assert "llama-3.1-70b-instruct-fp8 on rtx4090_nodes" in line and "INFEASIBLE" in line
+        assert line.count("Fix: ") == 1 and "Fix: use a node with >= 4 such GPUs (tensor_parallel_size 4)" in line
+    assert [line.split()[0] for line in recap(proc.stdout)] == ["localhost"]

@@ -4,6 +4,7 @@
 - ``names``: unknown and removed variables, with the closest known name (``check_names``)
 - ``argspec``: types, choices, required and unknown sub-options, as Ansible validates them (``check_option``)
 - ``cross``: across roles: served models fetched, keys and tiers, hubs and revisions, groups, ports
+- ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
 - ``sources``: which inventory file sets a variable, so each problem names the file to edit once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
 """
@@ -16,6 +17,7 @@ from typing import Any
 from .argspec import check_option
 from .cross import HostView, check_backend_key, check_gateway, check_groups, check_ports, check_served, check_weights
 from .names import check_names, closest
+from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
 from .sources import inventory_sources, short_path, where_from
 from .specs import REMOVED, Catalogue, load_catalogue
@@ -26,6 +28,7 @@ __all__ = [
     "Problem",
     "Unresolved",
     "check_inventory",
+    "check_plans",
     "closest",
     "format_problems",
     "has_unresolved",
@@ -42,9 +45,14 @@ def check_inventory(
     groups: Mapping[str, Sequence[str]],
     children: Mapping[str, Sequence[str]] | None = None,
     cat: Catalogue | None = None,
-) -> list[Problem]:
-    """Every problem of the inventory. ``hosts``: each host's variables (``Unresolved`` where a value cannot be
-    judged here); ``groups``: group -> hosts (Ansible's ``groups``); ``children``: group -> child groups."""
+    gpu_facts: Mapping[str, Any] | None = None,
+    config_dir: str = ".",
+) -> tuple[list[Problem], int]:
+    """Every problem of the inventory, and how many (GPU group, model) plans were made.
+
+    ``hosts``: each host's variables (``Unresolved`` where a value cannot be judged here); ``groups``: group ->
+    hosts (Ansible's ``groups``); ``children``: group -> child groups; ``gpu_facts``: host -> cached
+    ``nvidia_gpu`` facts; ``config_dir``: base of fleet_plan_models' relative config paths."""
     cat = cat or load_catalogue()
     children = children or {}
     problems: list[Problem] = []
@@ -74,7 +82,16 @@ def check_inventory(
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)
     problems += check_groups(groups, children, some.get("fleet_plan_models", []), first)
-    return problems
+    found, planned = check_plans(
+        some.get("fleet_plan_models", []),
+        groups,
+        hosts,
+        gpu_facts or {},
+        config_dir,
+        some.get("fleet_plan_vllm_version") if some.has("fleet_plan_vllm_version") else some.get("vllm_fleet_vllm_version"),
+        first,
+    )
+    return problems + found, planned
 
 
 def validate_inventory(
@@ -83,11 +100,14 @@ def validate_inventory(
     sources: Sequence[str] = (),
     cwd: str = ".",
     cat: Catalogue | None = None,
-) -> list[str]:
-    """One line per problem, naming the inventory file (or group/host), the variable, what is wrong and the fix."""
+    gpu_facts: Mapping[str, Any] | None = None,
+    config_dir: str = ".",
+) -> tuple[list[str], int]:
+    """One line per problem, naming the inventory file (or group/host), the variable, what is wrong and the fix;
+    and how many (GPU group, model) plans were made (see ``check_plans``)."""
     found, children = inventory_sources(sources)
-    problems = check_inventory(hosts, groups, children, cat)
+    problems, planned = check_inventory(hosts, groups, children, cat, gpu_facts, config_dir)
     host_groups = {host: [g for g, members in groups.items() if host in members] + ["all"] for host in hosts}
     where = where_from(found, host_groups, groups, cwd)
     where.update({("", scope): short_path(path, cwd) for (scope, var), path in found.items() if var == ""})
-    return format_problems(problems, where, groups)
+    return format_problems(problems, where, groups), planned
