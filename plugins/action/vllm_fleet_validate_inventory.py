@@ -52,19 +52,30 @@ class ActionModule(ActionBase):
             cached = raw.get("ansible_facts") or {}
             facts[host] = cached.get("nvidia_gpu") if isinstance(cached, Mapping) else None
         sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
-        config_dir = next((h["fleet_plan_config_dir"] for h in hosts.values() if isinstance(h.get("fleet_plan_config_dir"), str)), None)
+        config_dir = next(
+            (
+                h["fleet_plan_config_dir"]
+                for h in hosts.values()
+                if isinstance(h.get("fleet_plan_config_dir"), str)
+            ),
+            None,
+        )
         if config_dir is None and sources:
             config_dir = sources[0] if os.path.isdir(sources[0]) else os.path.dirname(sources[0])
-        problems, planned = validate_inventory(hosts, groups, sources, os.getcwd(), cat, facts, config_dir or ".")
+        problems, planned = validate_inventory(
+            hosts, groups, sources, os.getcwd(), cat, facts, config_dir or "."
+        )
         result.update(changed=False, problems=problems, checked=len(hosts), planned=planned)
         if problems:
             result.update(
                 failed=True,
-                msg=f"{len(problems)} problem(s) in the inventory, nothing was changed:\n" + "\n".join(problems),
+                msg=f"{len(problems)} problem(s) in the inventory, nothing was changed:\n"
+                + "\n".join(problems),
             )
         else:
             result["msg"] = (
-                f"the inventory is valid ({len(hosts)} hosts checked; {planned} (GPU group, model) plan(s) made "
+                f"the inventory is valid ({len(hosts)} hosts checked; {planned} (GPU group, model) "
+                "plan(s) made "
                 "from cached GPU facts, playbooks/plan.yml plans the rest)"
             )
         return result

@@ -14,7 +14,8 @@ description:
     free space of paths, the size and metadata of model folders, memory, C(/dev/shm), listening
     TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
     command; in each running vLLM container the size of the C(/dev/shm) it gets, read by a C(docker exec)
-    of C(python3) - with C(ipc=host) that is the Docker engine host's), the CUDA version of images, the NVIDIA container toolkit, ECC state from
+    of C(python3) - with C(ipc=host) that is the Docker engine host's), the CUDA version of images,
+    the NVIDIA container toolkit, ECC state from
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
   - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor/).
 version_added: "1.0.0"

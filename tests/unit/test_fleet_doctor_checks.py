@@ -364,7 +364,8 @@ def test_check_shm(containers, host_shm, scope, expected):
 @pytest.mark.parametrize(
     ("ipc", "measured", "host_shm", "in_container", "status", "detail"),
     [
-        # the lab: the GPU node is a container with Docker's 64 MiB /dev/shm, vLLM (ipc=host) gets the engine host's
+        # the lab: the GPU node is a container with Docker's 64 MiB /dev/shm; vLLM (ipc=host) gets the
+        # engine host's
         ("host", 16 * GIB, 64 * MIB, True, "pass", "16384 MiB"),
         ("host", 64 * MIB, 32 * GIB, False, "fail", "the /dev/shm vLLM sees is only 64 MiB"),
         ("host", None, 64 * MIB, True, "skip", "does not see"),

@@ -151,7 +151,10 @@ def _docker_handler(shm_output: bytes):
 
 @pytest.mark.parametrize(
     ("output", "size", "error"),
-    [(b"17179869184\r\n", 17179869184, None), (b"OCI runtime exec failed: python3 not found\r\n", None, "OCI runtime")],
+    [
+        (b"17179869184\r\n", 17179869184, None),
+        (b"OCI runtime exec failed: python3 not found\r\n", None, "OCI runtime"),
+    ],
 )
 def test_docker_state_measures_the_shm_inside_each_vllm_container(tmp_path, output, size, error):
     path = str(tmp_path / "docker.sock")

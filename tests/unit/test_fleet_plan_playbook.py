@@ -87,11 +87,18 @@ def test_an_infeasible_plan_fails_the_play_unless_allowed(tmp_path, allow):
     extra = ["--", "-e", "fleet_plan_allow_infeasible=true"] if allow else []
     proc = subprocess.run(
         [str(ROOT / "tests" / "lab" / "plan-example"), str(tmp_path), "rtx4090_nodes=l4x1", *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     out = proc.stdout + proc.stderr
     row = next(
-        line for line in out.splitlines() if line.split()[:2] == ["rtx4090_nodes", "llama-3.1-70b-instruct-fp8"]
+        line
+        for line in out.splitlines()
+        if line.split()[:2] == ["rtx4090_nodes", "llama-3.1-70b-instruct-fp8"]
     )
     assert "INFEASIBLE" in row
     if allow:

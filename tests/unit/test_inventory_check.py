@@ -10,7 +10,13 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inven
 ROOT = Path(__file__).resolve().parents[2]
 CAT = ic.load_catalogue()
 KEY = "backend-key-0123456789abcdef"
-GROUPS = {"all": ["gw", "g1", "g2"], "gpu_nodes": ["g1", "g2"], "h100": ["g1", "g2"], "gateways": ["gw"], "ungrouped": []}
+GROUPS = {
+    "all": ["gw", "g1", "g2"],
+    "gpu_nodes": ["g1", "g2"],
+    "h100": ["g1", "g2"],
+    "gateways": ["gw"],
+    "ungrouped": [],
+}
 CHILDREN = {"all": ["gpu_nodes", "gateways"], "gpu_nodes": ["h100"]}
 WEIGHTS = [{"name": "m", "source": "huggingface", "repo_id": "org/m", "revision": "main"}]
 GATEWAY = {
@@ -69,20 +75,70 @@ def test_a_reference_to_an_undefined_variable_is_named():
 @pytest.mark.parametrize(
     ("host", "values", "variable", "fix"),
     [
-        ("g1", {"vllm_server_models": [{"name": "m", "path": "/p", "port": "80x"}]}, "vllm_server_models[0].port", "give an integer"),
-        ("g1", {"vllm_server_models": [{"name": "m", "path": "/p", "prot": 8000}]}, "vllm_server_models[0].prot", "rename prot to port"),
-        ("g1", {"vllm_server_models": [{"name": "m", "path": "/p"}]}, "vllm_server_models[0].port", "add port (an integer)"),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "port": "80x"}]},
+            "vllm_server_models[0].port",
+            "give an integer",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "prot": 8000}]},
+            "vllm_server_models[0].prot",
+            "rename prot to port",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p"}]},
+            "vllm_server_models[0].port",
+            "add port (an integer)",
+        ),
         ("g1", {"vllm_server_image_source": "pul"}, "vllm_server_image_source", "use one of pull, local"),
         ("g1", {"vllm_server_env": ["A=1"]}, "vllm_server_env", "give a dict"),
         ("g1", {"vllm_server_image": ["img"]}, "vllm_server_image", "give a string"),
-        ("gw", {"gateway_rate_limit_tiers": {"default": ["10r/s", 20]}}, "gateway_rate_limit_tiers.default", "write it as default:"),
-        ("gw", {"gateway_client_keys": [{"name": "a", "key": "k", "tier": "gold"}]}, "gateway_client_keys[0].key", "set a new key for a"),
+        (
+            "gw",
+            {"gateway_rate_limit_tiers": {"default": ["10r/s", 20]}},
+            "gateway_rate_limit_tiers.default",
+            "write it as default:",
+        ),
+        (
+            "gw",
+            {"gateway_client_keys": [{"name": "a", "key": "k", "tier": "gold"}]},
+            "gateway_client_keys[0].key",
+            "set a new key for a",
+        ),
         ("g1", {"vllm_server_modles": []}, "vllm_server_modles", "rename it to vllm_server_models"),
-        ("g1", {"gateway_backend_api_key": KEY}, "gateway_backend_api_key", "rename gateway_backend_api_key to vllm_fleet_api_key"),
-        ("g1", {"model_weights_models": [{**WEIGHTS[0], "source": "hugginface"}]}, "model_weights_models[0].source", "use one of huggingface"),
-        ("g1", {"model_weights_models": [{**WEIGHTS[0], "revision": ""}]}, "model_weights_models[0].revision", "pin revision"),
-        ("g1", {"model_weights_models": []}, "vllm_server_models[0].name", "add {name: m, source, repo_id, revision}"),
-        ("g1", {"vllm_server_models": [{"name": "m", "path": "/p", "port": 9100}]}, "vllm_server_models[0].port", "give vllm_server_models[0].port (m) a port"),
+        (
+            "g1",
+            {"gateway_backend_api_key": KEY},
+            "gateway_backend_api_key",
+            "rename gateway_backend_api_key to vllm_fleet_api_key",
+        ),
+        (
+            "g1",
+            {"model_weights_models": [{**WEIGHTS[0], "source": "hugginface"}]},
+            "model_weights_models[0].source",
+            "use one of huggingface",
+        ),
+        (
+            "g1",
+            {"model_weights_models": [{**WEIGHTS[0], "revision": ""}]},
+            "model_weights_models[0].revision",
+            "pin revision",
+        ),
+        (
+            "g1",
+            {"model_weights_models": []},
+            "vllm_server_models[0].name",
+            "add {name: m, source, repo_id, revision}",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "port": 9100}]},
+            "vllm_server_models[0].port",
+            "give vllm_server_models[0].port (m) a port",
+        ),
     ],
 )
 def test_each_problem_names_the_variable_and_the_fix(host, values, variable, fix):
@@ -106,7 +162,9 @@ def test_a_group_variable_is_told_once_at_the_file_that_sets_it():
     }
     groups = {"all": list(hosts), "gpu_nodes": list(hosts), "ungrouped": []}
     found, _children = ic.inventory_sources([str(inventory)])
-    found[("gpu_nodes", "vllm_server_modles")] = str(inventory / "group_vars" / "gpu_nodes" / "vllm_server.yml")
+    found[("gpu_nodes", "vllm_server_modles")] = str(
+        inventory / "group_vars" / "gpu_nodes" / "vllm_server.yml"
+    )
     host_groups = {h: ["gpu_nodes", "all"] for h in hosts}
     where = ic.where_from(found, host_groups, groups, str(ROOT))
     problems = [p for p in check(hosts, groups, {}, CAT) if p.variable == "vllm_server_modles"]

@@ -15,7 +15,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .argspec import check_option
-from .cross import HostView, check_backend_key, check_gateway, check_groups, check_ports, check_served, check_weights
+from .cross import (
+    HostView,
+    check_backend_key,
+    check_gateway,
+    check_groups,
+    check_ports,
+    check_served,
+    check_weights,
+)
 from .names import check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
@@ -50,9 +58,9 @@ def check_inventory(
 ) -> tuple[list[Problem], int]:
     """Every problem of the inventory, and how many (GPU group, model) plans were made.
 
-    ``hosts``: each host's variables (``Unresolved`` where a value cannot be judged here); ``groups``: group ->
-    hosts (Ansible's ``groups``); ``children``: group -> child groups; ``gpu_facts``: host -> cached
-    ``nvidia_gpu`` facts; ``config_dir``: base of fleet_plan_models' relative config paths."""
+    ``hosts``: each host's variables (``Unresolved`` where a value cannot be judged here);
+    ``groups``: group -> hosts (Ansible's ``groups``); ``children``: group -> child groups;
+    ``gpu_facts``: host -> cached ``nvidia_gpu`` facts; ``config_dir``: base of relative config paths."""
     cat = cat or load_catalogue()
     children = children or {}
     problems: list[Problem] = []
@@ -64,7 +72,12 @@ def check_inventory(
                 if name in ("vllm_fleet_api_key",):
                     continue
                 problems.append(
-                    Problem(name, f"refers to {value.undefined}, which is not defined", f"define {value.undefined}, or set {name} directly", host)
+                    Problem(
+                        name,
+                        f"refers to {value.undefined}, which is not defined",
+                        f"define {value.undefined}, or set {name} directly",
+                        host,
+                    )
                 )
             elif name in cat.options:
                 problems += check_option(host, name, value, cat.options[name])
@@ -88,7 +101,9 @@ def check_inventory(
         hosts,
         gpu_facts or {},
         config_dir,
-        some.get("fleet_plan_vllm_version") if some.has("fleet_plan_vllm_version") else some.get("vllm_fleet_vllm_version"),
+        some.get("fleet_plan_vllm_version")
+        if some.has("fleet_plan_vllm_version")
+        else some.get("vllm_fleet_vllm_version"),
         first,
     )
     return problems + found, planned
@@ -103,7 +118,8 @@ def validate_inventory(
     gpu_facts: Mapping[str, Any] | None = None,
     config_dir: str = ".",
 ) -> tuple[list[str], int]:
-    """One line per problem, naming the inventory file (or group/host), the variable, what is wrong and the fix;
+    """One line per problem, naming the inventory file (or group/host), the variable, what is wrong and
+    the fix;
     and how many (GPU group, model) plans were made (see ``check_plans``)."""
     found, children = inventory_sources(sources)
     problems, planned = check_inventory(hosts, groups, children, cat, gpu_facts, config_dir)

@@ -27,9 +27,13 @@ def _describe(spec: Mapping[str, Any]) -> str:
     kind = spec.get("type", "str")
     if kind == "list" and spec.get("elements"):
         return f"a list of {spec['elements']}"
-    return {"str": "a string", "int": "an integer", "bool": "a boolean", "dict": "a dict", "list": "a list"}.get(
-        kind, f"a {kind}"
-    )
+    return {
+        "str": "a string",
+        "int": "an integer",
+        "bool": "a boolean",
+        "dict": "a dict",
+        "list": "a list",
+    }.get(kind, f"a {kind}")
 
 
 def _check(host: str, path: str, value: Any, spec: Mapping[str, Any], role: str) -> list[Problem]:
@@ -38,7 +42,14 @@ def _check(host: str, path: str, value: Any, spec: Mapping[str, Any], role: str)
     where = f"roles/{role}/meta/argument_specs.yml"
     kind = spec.get("type", "str")
     if kind in _SCALAR_TYPES and isinstance(value, (list, dict, Mapping)):
-        return [Problem(path, f"is {type(value).__name__}, expected {_describe(spec)}", f"give {_describe(spec)} ({where})", host)]
+        return [
+            Problem(
+                path,
+                f"is {type(value).__name__}, expected {_describe(spec)}",
+                f"give {_describe(spec)} ({where})",
+                host,
+            )
+        ]
     leaf = {k: spec[k] for k in ("type", "choices") if k in spec}
     result = ArgumentSpecValidator({"value": leaf}).validate({"value": value})
     if result.error_messages:
@@ -70,7 +81,9 @@ def _check(host: str, path: str, value: Any, spec: Mapping[str, Any], role: str)
         for key, sub in options.items():
             if (sub or {}).get("required") and key not in value:
                 problems.append(
-                    Problem(f"{path}.{key}", "is missing", f"add {key} ({_describe(sub or {})}) to {path}", host)
+                    Problem(
+                        f"{path}.{key}", "is missing", f"add {key} ({_describe(sub or {})}) to {path}", host
+                    )
                 )
             elif key in value:
                 problems += _check(host, f"{path}.{key}", value[key], sub or {}, role)

@@ -54,11 +54,31 @@ def check_backend_key(view: HostView) -> list[Problem]:
     )
     if isinstance(key, Unresolved):
         if key.undefined:
-            return [Problem("vllm_fleet_api_key", f"refers to {key.undefined}, which is not defined", f"define {key.undefined}, or {fix}", view.host)]
+            return [
+                Problem(
+                    "vllm_fleet_api_key",
+                    f"refers to {key.undefined}, which is not defined",
+                    f"define {key.undefined}, or {fix}",
+                    view.host,
+                )
+            ]
         return []
     if not isinstance(key, str) or len(key) < _KEY_MIN:
-        got = "empty" if not key else f"{len(str(key))} characters" if isinstance(key, str) else type(key).__name__
-        return [Problem("vllm_fleet_api_key", f"the backend key must be a string of {_KEY_MIN}+ characters (got {got})", fix, view.host)]
+        got = (
+            "empty"
+            if not key
+            else f"{len(str(key))} characters"
+            if isinstance(key, str)
+            else type(key).__name__
+        )
+        return [
+            Problem(
+                "vllm_fleet_api_key",
+                f"the backend key must be a string of {_KEY_MIN}+ characters (got {got})",
+                fix,
+                view.host,
+            )
+        ]
     return []
 
 
@@ -73,23 +93,68 @@ def check_gateway(view: HostView, known_groups: Sequence[str] = ()) -> list[Prob
             if is_unresolved(tier):
                 continue
             if not isinstance(tier, Mapping):
-                problems.append(Problem(var, f"is {type(tier).__name__}, expected a dict {{rate, burst}}", f"write it as {name}: {{rate: 10r/s, burst: 20}}", view.host))
+                problems.append(
+                    Problem(
+                        var,
+                        f"is {type(tier).__name__}, expected a dict {{rate, burst}}",
+                        f"write it as {name}: {{rate: 10r/s, burst: 20}}",
+                        view.host,
+                    )
+                )
                 continue
             rate, burst = tier.get("rate"), tier.get("burst")
             if not is_unresolved(rate) and not (isinstance(rate, str) and _RATE.match(rate)):
-                problems.append(Problem(f"{var}.rate", f"{rate!r} is not a rate like 10r/s or 600r/m", f"set rate: <N>r/s or <N>r/m in {var}", view.host))
-            if not is_unresolved(burst) and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 0):
-                problems.append(Problem(f"{var}.burst", f"{burst!r} is not a whole number of requests", f"set burst: <N> (0 or more) in {var}", view.host))
+                problems.append(
+                    Problem(
+                        f"{var}.rate",
+                        f"{rate!r} is not a rate like 10r/s or 600r/m",
+                        f"set rate: <N>r/s or <N>r/m in {var}",
+                        view.host,
+                    )
+                )
+            if not is_unresolved(burst) and (
+                isinstance(burst, bool) or not isinstance(burst, int) or burst < 0
+            ):
+                problems.append(
+                    Problem(
+                        f"{var}.burst",
+                        f"{burst!r} is not a whole number of requests",
+                        f"set burst: <N> (0 or more) in {var}",
+                        view.host,
+                    )
+                )
         if "default" not in tiers:
-            problems.append(Problem("gateway_rate_limit_tiers.default", "is missing: keys without a tier use it", "add default: {rate: 10r/s, burst: 20}", view.host))
+            problems.append(
+                Problem(
+                    "gateway_rate_limit_tiers.default",
+                    "is missing: keys without a tier use it",
+                    "add default: {rate: 10r/s, burst: 20}",
+                    view.host,
+                )
+            )
     backend = view.get("gateway_backend_group")
     if isinstance(backend, str) and backend not in known_groups:
         guess = closest(backend, [g for g in known_groups if g not in ("all", "ungrouped")], 0.6)
-        problems.append(Problem("gateway_backend_group", f"{backend!r} is not a group of the inventory" + (f"; did you mean {guess}?" if guess else ""), "set it to the group of the serving hosts (gpu_nodes)", view.host))
+        problems.append(
+            Problem(
+                "gateway_backend_group",
+                f"{backend!r} is not a group of the inventory"
+                + (f"; did you mean {guess}?" if guess else ""),
+                "set it to the group of the serving hosts (gpu_nodes)",
+                view.host,
+            )
+        )
     keys = view.get("gateway_client_keys", [])
     if isinstance(keys, list):
         if not keys:
-            problems.append(Problem("gateway_client_keys", "is empty: no client could reach the gateway", "add at least one {name, key} (the key from Vault)", view.host))
+            problems.append(
+                Problem(
+                    "gateway_client_keys",
+                    "is empty: no client could reach the gateway",
+                    "add at least one {name, key} (the key from Vault)",
+                    view.host,
+                )
+            )
         names: dict[str, int] = {}
         secrets: dict[str, int] = {}
         for index, entry in enumerate(keys):
@@ -99,23 +164,59 @@ def check_gateway(view: HostView, known_groups: Sequence[str] = ()) -> list[Prob
             name = entry.get("name")
             if isinstance(name, str):
                 if name in names:
-                    problems.append(Problem(f"{var}.name", f"{name!r} is also gateway_client_keys[{names[name]}].name", "give every client key its own name", view.host))
+                    problems.append(
+                        Problem(
+                            f"{var}.name",
+                            f"{name!r} is also gateway_client_keys[{names[name]}].name",
+                            "give every client key its own name",
+                            view.host,
+                        )
+                    )
                 names.setdefault(name, index)
             key = entry.get("key")
             if isinstance(key, Unresolved):
                 if key.undefined:
-                    problems.append(Problem(f"{var}.key", f"refers to {key.undefined}, which is not defined", f"define {key.undefined} (from Vault), or remove this client", view.host))
+                    problems.append(
+                        Problem(
+                            f"{var}.key",
+                            f"refers to {key.undefined}, which is not defined",
+                            f"define {key.undefined} (from Vault), or remove this client",
+                            view.host,
+                        )
+                    )
             elif "key" in entry:
                 if not isinstance(key, str) or len(key) < _KEY_MIN or any(c.isspace() for c in key):
-                    problems.append(Problem(f"{var}.key", f"the client key must be {_KEY_MIN}+ characters without spaces", f"set a new key for {name or 'this client'} from Vault (openssl rand -hex 24)", view.host))
+                    problems.append(
+                        Problem(
+                            f"{var}.key",
+                            f"the client key must be {_KEY_MIN}+ characters without spaces",
+                            f"set a new key for {name or 'this client'} from Vault (openssl rand -hex 24)",
+                            view.host,
+                        )
+                    )
                 elif key in secrets:
-                    problems.append(Problem(f"{var}.key", f"is the same key as gateway_client_keys[{secrets[key]}].key", "give every client its own key", view.host))
+                    problems.append(
+                        Problem(
+                            f"{var}.key",
+                            f"is the same key as gateway_client_keys[{secrets[key]}].key",
+                            "give every client its own key",
+                            view.host,
+                        )
+                    )
                 else:
                     secrets[key] = index
             tier = entry.get("tier")
             if isinstance(tier, str) and tier_names and tier not in tier_names:
                 guess = closest(tier, tier_names, 0.6)
-                problems.append(Problem(f"{var}.tier", f"{tier!r} is not a tier of gateway_rate_limit_tiers" + (f"; did you mean {guess}?" if guess else ""), f"use one of {', '.join(tier_names)}, or add {tier} to gateway_rate_limit_tiers", view.host))
+                problems.append(
+                    Problem(
+                        f"{var}.tier",
+                        f"{tier!r} is not a tier of gateway_rate_limit_tiers"
+                        + (f"; did you mean {guess}?" if guess else ""),
+                        f"use one of {', '.join(tier_names)}, or add {tier} to gateway_rate_limit_tiers",
+                        view.host,
+                    )
+                )
     return problems
 
 
@@ -123,19 +224,42 @@ def check_weights(view: HostView) -> list[Problem]:
     problems: list[Problem] = []
     root = view.get("model_weights_root")
     if isinstance(root, str) and not root.startswith("/"):
-        problems.append(Problem("model_weights_root", f"{root!r} is not an absolute path", "set it to the shared storage path, e.g. /srv/models", view.host))
+        problems.append(
+            Problem(
+                "model_weights_root",
+                f"{root!r} is not an absolute path",
+                "set it to the shared storage path, e.g. /srv/models",
+                view.host,
+            )
+        )
     models = view.get("model_weights_models", [])
     seen: dict[str, int] = {}
     for index, entry in enumerate(models if isinstance(models, list) else []):
         var = f"model_weights_models[{index}]"
         if not isinstance(entry, Mapping):
-            problems.append(Problem(var, f"is {type(entry).__name__}, expected a dict", "write each model as {name, source, repo_id, revision}", view.host))
+            problems.append(
+                Problem(
+                    var,
+                    f"is {type(entry).__name__}, expected a dict",
+                    "write each model as {name, source, repo_id, revision}",
+                    view.host,
+                )
+            )
             continue
         name = entry.get("name")
         if not isinstance(name, str) or not name:
-            problems.append(Problem(f"{var}.name", "is missing", f"give {var} a name (letters, digits, . _ -)", view.host))
+            problems.append(
+                Problem(f"{var}.name", "is missing", f"give {var} a name (letters, digits, . _ -)", view.host)
+            )
         elif name in seen:
-            problems.append(Problem(f"{var}.name", f"{name!r} is also model_weights_models[{seen[name]}].name", "give every model its own name", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.name",
+                    f"{name!r} is also model_weights_models[{seen[name]}].name",
+                    "give every model its own name",
+                    view.host,
+                )
+            )
         else:
             seen[name] = index
         source = entry.get("source", "huggingface")
@@ -143,29 +267,70 @@ def check_weights(view: HostView) -> list[Problem]:
             continue
         if source not in HUB_SOURCES:
             guess = closest(str(source), HUB_SOURCES, 0.6)
-            problems.append(Problem(f"{var}.source", f"{source!r} is not a hub" + (f"; did you mean {guess}?" if guess else ""), f"use one of {', '.join(HUB_SOURCES)}", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.source",
+                    f"{source!r} is not a hub" + (f"; did you mean {guess}?" if guess else ""),
+                    f"use one of {', '.join(HUB_SOURCES)}",
+                    view.host,
+                )
+            )
             continue
         if source == "local":
             path = entry.get("path")
             if not is_unresolved(path) and not (isinstance(path, str) and path.startswith("/")):
-                problems.append(Problem(f"{var}.path", "a local model needs an absolute path on the writer host", f"set path: /abs/folder in {var}", view.host))
+                problems.append(
+                    Problem(
+                        f"{var}.path",
+                        "a local model needs an absolute path on the writer host",
+                        f"set path: /abs/folder in {var}",
+                        view.host,
+                    )
+                )
             continue
         repo = entry.get("repo_id")
         if not is_unresolved(repo) and not (isinstance(repo, str) and _REPO.match(repo)):
-            problems.append(Problem(f"{var}.repo_id", f"{repo!r} is not ORG/NAME", f"set repo_id: ORG/NAME in {var}, as on the hub", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.repo_id",
+                    f"{repo!r} is not ORG/NAME",
+                    f"set repo_id: ORG/NAME in {var}, as on the hub",
+                    view.host,
+                )
+            )
         if "revision" not in entry or entry.get("revision") is None or entry.get("revision") == "":
-            problems.append(Problem(f"{var}.revision", "is empty: the hub would quietly serve its default branch", f"pin revision in {var} to a commit id (or a tag or branch to resolve and record)", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.revision",
+                    "is empty: the hub would quietly serve its default branch",
+                    f"pin revision in {var} to a commit id (or a tag or branch to resolve and record)",
+                    view.host,
+                )
+            )
         else:
             revision = entry.get("revision")
             if not is_unresolved(revision) and not (isinstance(revision, str) and _REVISION.match(revision)):
-                problems.append(Problem(f"{var}.revision", f"{revision!r} is not a revision (a commit id, tag or branch)", f"quote it as a string: revision: \"{revision}\"" if not isinstance(revision, str) else f"set a commit id, tag or branch in {var}", view.host))
+                problems.append(
+                    Problem(
+                        f"{var}.revision",
+                        f"{revision!r} is not a revision (a commit id, tag or branch)",
+                        f'quote it as a string: revision: "{revision}"'
+                        if not isinstance(revision, str)
+                        else f"set a commit id, tag or branch in {var}",
+                        view.host,
+                    )
+                )
     return problems
 
 
 def check_served(view: HostView) -> list[Problem]:
     problems: list[Problem] = []
     served = view.get("vllm_server_models", [])
-    declared = {e.get("name"): e for e in _entries(view.get("model_weights_models", [])) if isinstance(e.get("name"), str)}
+    declared = {
+        e.get("name"): e
+        for e in _entries(view.get("model_weights_models", []))
+        if isinstance(e.get("name"), str)
+    }
     names: dict[str, int] = {}
     for index, entry in enumerate(_entries(served)):
         var = f"vllm_server_models[{index}]"
@@ -173,15 +338,38 @@ def check_served(view: HostView) -> list[Problem]:
         if not isinstance(name, str):
             continue
         if name in names:
-            problems.append(Problem(f"{var}.name", f"{name!r} is also vllm_server_models[{names[name]}].name on {view.host}", "give every model of a host its own name", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.name",
+                    f"{name!r} is also vllm_server_models[{names[name]}].name on {view.host}",
+                    "give every model of a host its own name",
+                    view.host,
+                )
+            )
         names.setdefault(name, index)
         if name not in declared:
             guess = closest(name, [str(n) for n in declared], 0.6)
-            problems.append(Problem(f"{var}.name", f"{name!r} is served but not declared in model_weights_models, so nothing fetches it" + (f"; did you mean {guess}?" if guess else ""), f"add {{name: {name}, source, repo_id, revision}} to model_weights_models (group_vars/all)", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.name",
+                    f"{name!r} is served but not declared in model_weights_models, so nothing fetches it"
+                    + (f"; did you mean {guess}?" if guess else ""),
+                    f"add {{name: {name}, source, repo_id, revision}} to model_weights_models "
+                    "(group_vars/all)",
+                    view.host,
+                )
+            )
             continue
         want, have = entry.get("revision"), declared[name].get("revision")
         if isinstance(want, str) and isinstance(have, str) and want and have and want != have:
-            problems.append(Problem(f"{var}.revision", f"{want!r} differs from model_weights_models {name} revision {have!r}", f"serve the revision the weights stage fetches ({have})", view.host))
+            problems.append(
+                Problem(
+                    f"{var}.revision",
+                    f"{want!r} differs from model_weights_models {name} revision {have!r}",
+                    f"serve the revision the weights stage fetches ({have})",
+                    view.host,
+                )
+            )
     return problems
 
 
@@ -220,7 +408,14 @@ def check_ports(view: HostView, groups_of_host: Sequence[str]) -> list[Problem]:
     for port, label in used:
         if port in first:
             variable = label.split(" ", 1)[0]
-            problems.append(Problem(variable, f"port {port} on {view.host} is also {first[port]}", f"give {label} a port no other service of {view.host} uses", view.host))
+            problems.append(
+                Problem(
+                    variable,
+                    f"port {port} on {view.host} is also {first[port]}",
+                    f"give {label} a port no other service of {view.host} uses",
+                    view.host,
+                )
+            )
         else:
             first[port] = label
     return problems
@@ -235,10 +430,23 @@ def check_groups(
     problems = []
     gpu_hosts = set(groups.get("gpu_nodes") or [])
     if not gpu_hosts:
-        problems.append(Problem("gpu_nodes", "the inventory has no hosts in the group gpu_nodes", "put every GPU host in a child group of gpu_nodes (one per GPU type), as in inventories/example/hosts.yml"))
+        problems.append(
+            Problem(
+                "gpu_nodes",
+                "the inventory has no hosts in the group gpu_nodes",
+                "put every GPU host in a child group of gpu_nodes (one per GPU type), "
+                "as in inventories/example/hosts.yml",
+            )
+        )
     for child in sorted(_descendants("gpu_nodes", children)):
         if not groups.get(child):
-            problems.append(Problem(child, "is a GPU group (a child of gpu_nodes) without hosts", f"add its hosts to {child}, or remove the group"))
+            problems.append(
+                Problem(
+                    child,
+                    "is a GPU group (a child of gpu_nodes) without hosts",
+                    f"add its hosts to {child}, or remove the group",
+                )
+            )
     for index, entry in enumerate(_entries(plan_models)):
         group = entry.get("group")
         if not isinstance(group, str):
@@ -246,11 +454,25 @@ def check_groups(
         var = f"fleet_plan_models[{index}].group"
         if group not in groups:
             guess = closest(group, [g for g in groups if g not in ("all", "ungrouped")], 0.6)
-            problems.append(Problem(var, f"{group!r} is not a group of the inventory" + (f"; did you mean {guess}?" if guess else ""), "name a child group of gpu_nodes", host))
+            problems.append(
+                Problem(
+                    var,
+                    f"{group!r} is not a group of the inventory"
+                    + (f"; did you mean {guess}?" if guess else ""),
+                    "name a child group of gpu_nodes",
+                    host,
+                )
+            )
         elif not groups[group]:
-            problems.append(Problem(var, f"{group!r} has no hosts", f"add hosts to {group}, or drop this entry", host))
+            problems.append(
+                Problem(var, f"{group!r} has no hosts", f"add hosts to {group}, or drop this entry", host)
+            )
         elif not set(groups[group]) <= gpu_hosts:
-            problems.append(Problem(var, f"{group!r} has hosts outside gpu_nodes", "name a child group of gpu_nodes", host))
+            problems.append(
+                Problem(
+                    var, f"{group!r} has hosts outside gpu_nodes", "name a child group of gpu_nodes", host
+                )
+            )
     return problems
 
 

@@ -10,12 +10,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import plan_report
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import gpu_spec_from_facts, plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (
+    gpu_spec_from_facts,
+    plan,
+)
+
 from .problems import Problem, has_unresolved
 
 
-def _plan(config: Mapping[str, Any], gpu: Mapping[str, Any], options: Mapping[str, Any], index: Any, weights: Any) -> dict[str, Any]:
-    return plan(config, gpu, safetensors_index=index, weights_bytes=int(weights) if weights else None, options=options)
+def _plan(
+    config: Mapping[str, Any], gpu: Mapping[str, Any], options: Mapping[str, Any], index: Any, weights: Any
+) -> dict[str, Any]:
+    return plan(
+        config, gpu, safetensors_index=index, weights_bytes=int(weights) if weights else None, options=options
+    )
 
 
 def _gpu_spec(facts: Mapping[str, Any], nodes: int, shared: bool) -> dict[str, Any]:
@@ -33,7 +41,7 @@ def _read(path: str | None) -> str:
 
 
 def gpu_groups(groups: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    """The groups the plan is made for: non-empty groups whose hosts all are GPU nodes (as plan.yml finds them)."""
+    """The groups planned: non-empty groups whose hosts all are GPU nodes (as plan.yml finds them)."""
     gpu = set(groups.get("gpu_nodes") or [])
     return {
         name: list(members)
@@ -54,16 +62,27 @@ def check_plans(
     """Problems of the infeasible plans, and how many (group, model) pairs were planned here."""
     if not isinstance(plan_models, list) or has_unresolved(plan_models) or not isinstance(vllm_version, str):
         return [], 0
+    # only entries with a config.json here; the others (and vllm_server_models) need the hosts
+    kept = [
+        (i, m)
+        for i, m in enumerate(plan_models)
+        if isinstance(m, Mapping) and isinstance(m.get("config"), str)
+    ]
+    if not kept:
+        return [], 0
     plain = {h: {k: v for k, v in values.items() if not has_unresolved(v)} for h, values in hosts.items()}
     try:
         entries = plan_report.normalize_entries(
-            plan_models, gpu_groups(groups), plain, {"config_dir": config_dir, "vllm_version": vllm_version}
+            [m for _i, m in kept],
+            gpu_groups(groups),
+            plain,
+            {"config_dir": config_dir, "vllm_version": vllm_version},
         )
-    except (TypeError, ValueError):
-        return [], 0  # a malformed entry: told by the argument_specs check
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return [], 0  # a malformed entry or option: told by the argument_specs check
     chosen = [
-        (index, entry)
-        for index, entry in enumerate(entries)
+        (kept[pos][0], entry)
+        for pos, entry in enumerate(entries)
         if not entry["error"]
         and entry["config_path"]
         and os.path.isfile(entry["config_path"])
@@ -73,7 +92,9 @@ def check_plans(
         str(pos): {
             "config": _read(entry["config_path"]),
             "index": _read(entry["index_path"]),
-            "hf_quant_config": _read(os.path.join(os.path.dirname(entry["config_path"]), "hf_quant_config.json")),
+            "hf_quant_config": _read(
+                os.path.join(os.path.dirname(entry["config_path"]), "hf_quant_config.json")
+            ),
         }
         for pos, (_index, entry) in enumerate(chosen)
     }
@@ -90,8 +111,10 @@ def check_plans(
             problems.append(
                 Problem(
                     f"fleet_plan_models[{index}]",
-                    f"{entry['name']} on {entry['group']} ({on}, cached GPU facts) is INFEASIBLE: {what.rstrip('.')}",
-                    fix or "change the model, the GPUs or the options; playbooks/plan.yml prints the whole plan",
+                    f"{entry['name']} on {entry['group']} ({on}, cached GPU facts) is INFEASIBLE: "
+                    + what.rstrip("."),
+                    fix
+                    or "change the model, the GPUs or the options; playbooks/plan.yml prints the whole plan",
                     host,
                 )
             )

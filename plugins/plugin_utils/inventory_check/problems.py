@@ -18,7 +18,7 @@ class Unresolved:
 
 @dataclass(frozen=True)
 class Problem:
-    """``variable`` (a path such as ``vllm_server_models[0].port``) is wrong on ``host``; ``fix`` says how to mend it."""
+    """``variable`` (a path such as ``vllm_server_models[0].port``) is wrong on ``host``; ``fix`` mends it."""
 
     variable: str
     what: str
@@ -51,8 +51,8 @@ def format_problems(
 ) -> list[str]:
     """One line per problem; the same problem on several hosts is told once, at the file that defines it.
 
-    ``where`` maps (host, top-level variable) to the inventory file the host's value comes from, and ("", group)
-    to the file that declares a group (for problems of the inventory's groups).
+    ``where`` maps (host, top-level variable) to the inventory file the host's value comes from, and
+    ("", group) to the file that declares a group (for problems of the inventory's groups).
     """
     seen: dict[str, list[str]] = {}
     order: list[str] = []

@@ -30,11 +30,15 @@ def _keys(path: Path) -> list[str]:
 def _var_files(folder: Path, name: str) -> list[Path]:
     out = [folder / (name + ext) for ext in _EXTENSIONS if (folder / (name + ext)).is_file()]
     if (folder / name).is_dir():
-        out += sorted(p for p in (folder / name).rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".json"))
+        out += sorted(
+            p for p in (folder / name).rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".json")
+        )
     return out
 
 
-def _walk_yaml_inventory(data: Any, path: Path, found: dict[tuple[str, str], str], children: dict[str, list[str]]) -> None:
+def _walk_yaml_inventory(
+    data: Any, path: Path, found: dict[tuple[str, str], str], children: dict[str, list[str]]
+) -> None:
     def group(name: str, body: Any) -> None:
         found.setdefault((name, ""), str(path))  # where the group itself is declared
         if not isinstance(body, Mapping):
@@ -56,13 +60,18 @@ def _walk_yaml_inventory(data: Any, path: Path, found: dict[tuple[str, str], str
 
 
 def inventory_sources(sources: Iterable[str]) -> tuple[dict[tuple[str, str], str], dict[str, list[str]]]:
-    """(group or host, variable) -> file, and group -> child groups, from YAML inventories and their *_vars folders."""
+    """(group or host, variable) -> file, and group -> child groups, from YAML inventories and their
+    group_vars/host_vars folders."""
     found: dict[tuple[str, str], str] = {}
     children: dict[str, list[str]] = {}
     for source in sources:
         base = Path(source)
         folder = base if base.is_dir() else base.parent
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".yml", ".yaml")) if base.is_dir() else [base]
+        files = (
+            sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".yml", ".yaml"))
+            if base.is_dir()
+            else [base]
+        )
         for path in files:
             try:
                 data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader

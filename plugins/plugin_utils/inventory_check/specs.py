@@ -1,4 +1,5 @@
-"""What the collection knows: every role's argument_specs, and every variable name its roles and playbooks read."""
+"""What the collection knows: every role's argument_specs, and every variable name its roles and
+playbooks read."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ REMOVED = {
     "gateway_backend_api_key": "vllm_fleet_api_key",
 }
 
-# Fleet-wide prefixes beside the role names: a variable starting with one is the fleet's, so an unknown one is a typo.
+# Fleet-wide prefixes beside the role names: a variable starting with one is the fleet's, so an
+# unknown one is a typo.
 EXTRA_PREFIXES = ("vllm_", "fleet_", "nvidia_", "model_weights_", "gateway_", "monitoring_")
 
 _NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
@@ -44,7 +46,7 @@ class Catalogue:
 
 
 def load_catalogue(root: Path = COLLECTION_ROOT) -> Catalogue:
-    """Options of every role (the ``main`` entry point wins over the others) and every name the collection reads."""
+    """Options of every role (the ``main`` entry point wins) and every name the collection reads."""
     cat = Catalogue()
     roles = sorted(p for p in (root / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
     for role_dir in roles:

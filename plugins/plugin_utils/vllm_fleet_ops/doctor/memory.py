@@ -91,8 +91,8 @@ def _host_ipc(
             host,
             subject,
             SKIP,
-            f"ipc=host: the container shares the /dev/shm of the Docker engine's host, which this host (itself a "
-            f"container) does not see, and measuring it inside the container failed ({why})",
+            "ipc=host: the container shares the /dev/shm of the Docker engine's host, which this host "
+            f"(itself a container) does not see, and measuring it inside the container failed ({why})",
         )
     size = measured if measured is not None else host_shm.get("total_bytes")
     seen = "the /dev/shm vLLM sees" if measured is not None else "the host's /dev/shm"
