@@ -67,6 +67,8 @@ def test_values_that_cannot_be_judged_here_are_not_judged():
 def test_a_reference_to_an_undefined_variable_is_named():
     hosts = fleet(g1={"vllm_server_image": ic.Unresolved("undefined", "my_image")})
     assert problems(hosts) == [("g1", "vllm_server_image")]
+    nested = [{"name": "m", "path": ic.Unresolved("undefined", "models_root"), "port": 8000}]
+    assert problems(fleet(g2={"vllm_server_models": nested})) == [("g2", "vllm_server_models[0].path")]
     hosts = fleet(gw={"vllm_fleet_api_key": ic.Unresolved("undefined", "lab_backend_api_key")})
     [found] = check(hosts, GROUPS, CHILDREN, CAT)
     assert "lab_backend_api_key" in found.what and found.fix.startswith("define lab_backend_api_key")

@@ -177,6 +177,14 @@ MUTATIONS = [
         "vllm_server_models[0].port",
         "give an integer (roles/vllm_server/meta/argument_specs.yml)",
     ),
+    M(
+        "path-undefined",
+        LAB,
+        GPU_SERVER,
+        item("vllm_server_models", 0, "path", "{{ lab_models_dir }}/tiny"),
+        "vllm_server_models[0].path",
+        "define lab_models_dir, or set vllm_server_models[0].path directly",
+    ),
     # types, choices, required and unknown keys from the roles' argument_specs
     M(
         "http-port-word",

@@ -79,10 +79,6 @@ def format_problems(
     return lines
 
 
-def _whole_group(hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> bool:
-    return any(set(members) == set(hosts) for name, members in groups.items() if name != "ungrouped")
-
-
 def _hosts_label(hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> str:
     for name, members in sorted(groups.items(), key=lambda item: (len(item[1]), item[0])):
         if name != "ungrouped" and members and set(members) == set(hosts):
