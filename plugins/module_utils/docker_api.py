@@ -32,10 +32,17 @@ class DockerClient:
         self.socket_path = socket_path.removeprefix("unix://")
         self.timeout = timeout
 
-    def request(self, method: str, path: str, timeout: float | None = None) -> tuple[int, bytes]:
+    def request(
+        self, method: str, path: str, timeout: float | None = None, body: dict[str, Any] | None = None
+    ) -> tuple[int, bytes]:
         conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+        headers = {"Host": "docker"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         try:
-            conn.request(method, path, headers={"Host": "docker"})
+            conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
         except OSError as exc:
@@ -50,6 +57,22 @@ class DockerClient:
         if status != 200:
             raise DockerError(f"inspect {name}: HTTP {status} {body[:200]!r}")
         return json.loads(body)
+
+    def exec_output(self, name: str, cmd: list[str], timeout: float = 30) -> bytes:
+        """What ``cmd`` prints inside the running container ``name`` (stdout and stderr, as with a tty)."""
+        status, body = self.request(
+            "POST",
+            f"/containers/{urllib.parse.quote(name)}/exec",
+            timeout,
+            {"Cmd": cmd, "AttachStdout": True, "AttachStderr": True, "Tty": True},
+        )
+        if status != 201:
+            raise DockerError(f"exec in {name}: HTTP {status} {body[:200]!r}")
+        exec_id = json.loads(body)["Id"]
+        status, body = self.request("POST", f"/exec/{exec_id}/start", timeout, {"Detach": False, "Tty": True})
+        if status != 200:
+            raise DockerError(f"exec in {name}: HTTP {status} {body[:200]!r}")
+        return body
 
     def logs(self, name: str, tail: int = 5000) -> bytes:
         query = urllib.parse.urlencode({"stdout": 1, "stderr": 1, "tail": tail})

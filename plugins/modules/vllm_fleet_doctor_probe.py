@@ -13,7 +13,9 @@ description:
   - Reads, without changing anything, what C(playbooks/doctor.yml) needs from a host in one call, that is
     free space of paths, the size and metadata of model folders, memory, C(/dev/shm), listening
     TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
-    command), the CUDA version of images, the NVIDIA container toolkit, ECC state from
+    command; in each running vLLM container the size of the C(/dev/shm) it gets, read by a C(docker exec)
+    of C(python3) - with C(ipc=host) that is the Docker engine host's), the CUDA version of images,
+    the NVIDIA container toolkit, ECC state from
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
   - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor/).
 version_added: "1.0.0"
@@ -102,6 +104,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api i
     DockerError,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
+    SHM_SIZE_COMMAND,
     container_summary,
     looks_like_vllm,
     parse_chronyc_tracking,
@@ -109,6 +112,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe
     parse_key_values,
     parse_meminfo,
     parse_proc_net_tcp,
+    parse_shm_size,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_host import cuda_version_from_image
 
@@ -255,6 +259,17 @@ def listeners(ports: list[int]) -> dict[str, list[dict[str, Any]]]:
     return {str(port): socks for port, socks in found.items()}
 
 
+def container_shm(client: DockerClient, container_id: str) -> tuple[int | None, str | None]:
+    """The /dev/shm the container's processes get, measured inside it: with ipc=host that is the Docker
+    engine's host's, which is not this host's when the probe itself runs in a container."""
+    try:
+        output = client.exec_output(container_id, SHM_SIZE_COMMAND)
+    except (DockerError, ValueError, KeyError) as exc:
+        return None, str(exc)
+    size = parse_shm_size(output)
+    return size, None if size is not None else output.decode("utf-8", "replace").strip()[:200]
+
+
 def docker_state(socket_path: str, images: list[str], label_prefix: str) -> tuple[dict, list, dict, dict]:
     info: dict[str, Any] = {"available": False, "socket": socket_path, "error": None}
     containers: list[dict[str, Any]] = []
@@ -274,6 +289,8 @@ def docker_state(socket_path: str, images: list[str], label_prefix: str) -> tupl
                 continue
             summary = container_summary(json.loads(body))
             summary["vllm"] = looks_like_vllm(summary, label_prefix)
+            if summary["vllm"] and summary["running"]:
+                summary["dev_shm_bytes"], summary["dev_shm_error"] = container_shm(client, entry["Id"])
             containers.append(summary)
         wanted = list(
             dict.fromkeys(list(images) + [c["image"] for c in containers if c["vllm"] and c["image"]])

@@ -301,7 +301,15 @@ def test_check_ram(ram_gib, overrides, status, needle):
 
 
 def container(
-    name="v1", ipc="private", shm=64 * MIB, host="h1", model="m", port=8000, labelled=True, running=True
+    name="v1",
+    ipc="private",
+    shm=64 * MIB,
+    host="h1",
+    model="m",
+    port=8000,
+    labelled=True,
+    running=True,
+    measured=None,
 ):
     labels = {"io.vllm-fleet.role": "vllm_server", "io.vllm-fleet.host": host, "io.vllm-fleet.model": model}
     return {
@@ -313,6 +321,7 @@ def container(
         "ipc_mode": ipc,
         "shm_size": shm,
         "port": port,
+        **({"dev_shm_bytes": measured} if measured is not None else {}),
     }
 
 
@@ -350,6 +359,34 @@ def test_check_shm(containers, host_shm, scope, expected):
     for r in results:
         if r["status"] == "fail":
             assert r["fix"]
+
+
+@pytest.mark.parametrize(
+    ("ipc", "measured", "host_shm", "in_container", "status", "detail"),
+    [
+        # the lab: the GPU node is a container with Docker's 64 MiB /dev/shm; vLLM (ipc=host) gets the
+        # engine host's
+        ("host", 16 * GIB, 64 * MIB, True, "pass", "16384 MiB"),
+        ("host", 64 * MIB, 32 * GIB, False, "fail", "the /dev/shm vLLM sees is only 64 MiB"),
+        ("host", None, 64 * MIB, True, "skip", "does not see"),
+        ("host", None, 64 * MIB, False, "fail", "the host's /dev/shm is only 64 MiB"),
+        ("host", None, 32 * GIB, False, "pass", "32768 MiB"),
+        ("private", 2 * GIB, GIB, False, "pass", "/dev/shm 2048 MiB"),
+        ("private", 64 * MIB, 32 * GIB, True, "fail", "ipc=private and /dev/shm 64 MiB < 1024 MiB"),
+    ],
+)
+def test_check_shm_judges_the_shm_vllm_gets(ipc, measured, host_shm, in_container, status, detail):
+    record = rec(
+        probe={
+            "docker": {"available": True},
+            "containers": [container(ipc=ipc, shm=2 * GIB, measured=measured)],
+            "disks": {"/dev/shm": {"total_bytes": host_shm}},
+            "time": {"container": in_container},
+        }
+    )
+    [found] = doctor.check_shm(record, settings())
+    assert (found["status"], detail in found["detail"]) == (status, True), found
+    assert bool(found.get("fix")) == (status == "fail")
 
 
 def test_check_shm_without_docker_skips_on_gpu_nodes_only():

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
 import os
 import socket
+import socketserver
+import threading
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,79 @@ def test_docker_state_without_a_socket(tmp_path):
         "error": f"no Docker API socket at {tmp_path / 'docker.sock'}",
     }
     assert (containers, images, runtime) == ([], {}, {})
+
+
+class _FakeDocker(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def _docker_handler(shm_output: bytes):
+    inspect = {
+        "Id": "c0ffee000000aa",
+        "Name": "/vllm-tiny",
+        "Config": {"Image": "vllm/vllm-openai:v0.32.0", "Labels": {"io.vllm-fleet.role": "vllm_server"}},
+        "Image": "sha256:1",
+        "State": {"Running": True},
+        "HostConfig": {"IpcMode": "host", "ShmSize": 67108864, "NetworkMode": "host"},
+    }
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def address_string(self):
+            return "docker"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, status, body):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/containers/json":
+                self._send(200, [{"Id": inspect["Id"]}])
+            elif self.path == f"/containers/{inspect['Id']}/json":
+                self._send(200, inspect)
+            elif self.path == "/info":
+                self._send(200, {})
+            else:
+                self._send(404, {"message": "no such thing"})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == f"/containers/{inspect['Id']}/exec":
+                assert body["Cmd"][0] == "python3" and "/dev/shm" in body["Cmd"][-1]
+                self._send(201, {"Id": "exec1"})
+            elif self.path == "/exec/exec1/start":
+                assert body == {"Detach": False, "Tty": True}
+                self._send(200, shm_output)
+            else:
+                self._send(404, {"message": "no such exec"})
+
+    return Handler
+
+
+@pytest.mark.parametrize(
+    ("output", "size", "error"),
+    [
+        (b"17179869184\r\n", 17179869184, None),
+        (b"OCI runtime exec failed: python3 not found\r\n", None, "OCI runtime"),
+    ],
+)
+def test_docker_state_measures_the_shm_inside_each_vllm_container(tmp_path, output, size, error):
+    path = str(tmp_path / "docker.sock")
+    server = _FakeDocker(path, _docker_handler(output))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        info, containers, _images, _runtime = probe_module.docker_state(path, [], "io.vllm-fleet")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert info["available"], info
+    [found] = containers
+    assert (found["ipc_mode"], found["dev_shm_bytes"]) == ("host", size)
+    assert (found["dev_shm_error"] or "").startswith(error or "")
+    assert (found["dev_shm_error"] is None) == (error is None)

@@ -73,3 +73,36 @@ def test_plan_json_equals_the_planner_command(example_run):
         assert json.loads(proc.stdout) == entry["plan"], (entry["group"], entry["model"])
     fp8 = next(e for e in planned if e["model"] == "llama-3.1-70b-instruct-fp8")
     assert fp8["plan"]["tensor_parallel_size"] > 1  # 70B at FP8 does not fit one 24 GiB card
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_an_infeasible_plan_fails_the_play_unless_allowed(tmp_path, allow):
+    # one RTX 4090 cannot hold a 70B model, even in FP8: that row is INFEASIBLE
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
+    extra = ["--", "-e", "fleet_plan_allow_infeasible=true"] if allow else []
+    proc = subprocess.run(
+        [str(ROOT / "tests" / "lab" / "plan-example"), str(tmp_path), "rtx4090_nodes=l4x1", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    row = next(
+        line
+        for line in out.splitlines()
+        if line.split()[:2] == ["rtx4090_nodes", "llama-3.1-70b-instruct-fp8"]
+    )
+    assert "INFEASIBLE" in row
+    if allow:
+        assert proc.returncode == 0, out[-3000:]
+    else:
+        assert proc.returncode != 0
+        assert "infeasible plan(s)" in out and "fleet_plan_allow_infeasible: true" in out

@@ -72,6 +72,43 @@ def check_ram(
     return results
 
 
+def _host_ipc(
+    host: str,
+    subject: str,
+    measured: Any,
+    host_shm: Mapping[str, Any],
+    probe: Mapping[str, Any],
+    min_bytes: int,
+    container: Mapping[str, Any],
+) -> dict[str, Any]:
+    """ipc=host: vLLM gets the /dev/shm of the Docker engine's host. Judged by what the container sees; the
+    probed host's own /dev/shm stands in only when the probe runs on that host (not in a container)."""
+    need = min_bytes // MIB
+    if measured is None and (probe.get("time") or {}).get("container"):
+        why = container.get("dev_shm_error") or "not measured"
+        return result(
+            "shm_ipc",
+            host,
+            subject,
+            SKIP,
+            "ipc=host: the container shares the /dev/shm of the Docker engine's host, which this host "
+            f"(itself a container) does not see, and measuring it inside the container failed ({why})",
+        )
+    size = measured if measured is not None else host_shm.get("total_bytes")
+    seen = "the /dev/shm vLLM sees" if measured is not None else "the host's /dev/shm"
+    if size is not None and int(size) < min_bytes:
+        return result(
+            "shm_ipc",
+            host,
+            subject,
+            FAIL,
+            f"ipc=host but {seen} is only {int(size) // MIB} MiB",
+            f"enlarge /dev/shm on the Docker host of {host} (tmpfs size >= {need} MiB in /etc/fstab)",
+        )
+    shown = f", {int(size) // MIB} MiB" if size is not None else ""
+    return result("shm_ipc", host, subject, PASS, f"ipc=host (shares the Docker host's /dev/shm{shown})")
+
+
 def check_shm(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict[str, Any]]:
     host, probe = rec["host"], rec.get("probe") or {}
     if not (probe.get("docker") or {}).get("available"):
@@ -91,24 +128,11 @@ def check_shm(rec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict[
         model = (container.get("labels") or {}).get(settings["label_prefix"] + ".model")
         subject = f"container {name}" + (f" (model {model})" if model else "")
         ipc = container.get("ipc_mode") or "private"
-        shm = container.get("shm_size")
+        measured = container.get("dev_shm_bytes")
+        # otherwise the container's own /dev/shm: as measured inside it, else its shm_size
+        shm = measured if measured is not None else container.get("shm_size")
         if ipc == "host":
-            size = host_shm.get("total_bytes")
-            if size is not None and size < min_bytes:
-                results.append(
-                    result(
-                        "shm_ipc",
-                        host,
-                        subject,
-                        FAIL,
-                        f"ipc=host but the host's /dev/shm is only {size // MIB} MiB",
-                        f"enlarge /dev/shm on {host} (tmpfs size >= {min_bytes // MIB} MiB in /etc/fstab)",
-                    )
-                )
-            else:
-                results.append(
-                    result("shm_ipc", host, subject, PASS, "ipc=host (shares the host's /dev/shm)")
-                )
+            results.append(_host_ipc(host, subject, measured, host_shm, probe, min_bytes, container))
         elif shm is not None and int(shm) >= min_bytes:
             results.append(
                 result("shm_ipc", host, subject, PASS, f"ipc={ipc}, /dev/shm {int(shm) // MIB} MiB")

@@ -1,0 +1,186 @@
+"""The pure inventory checker (plugins/plugin_utils/inventory_check), without ansible-playbook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inventory_check as ic
+
+ROOT = Path(__file__).resolve().parents[2]
+CAT = ic.load_catalogue()
+KEY = "backend-key-0123456789abcdef"
+GROUPS = {
+    "all": ["gw", "g1", "g2"],
+    "gpu_nodes": ["g1", "g2"],
+    "h100": ["g1", "g2"],
+    "gateways": ["gw"],
+    "ungrouped": [],
+}
+CHILDREN = {"all": ["gpu_nodes", "gateways"], "gpu_nodes": ["h100"]}
+WEIGHTS = [{"name": "m", "source": "huggingface", "repo_id": "org/m", "revision": "main"}]
+GATEWAY = {
+    "gateway_client_keys": [{"name": "a", "key": "client-key-0123456789"}],
+    "gateway_rate_limit_tiers": {"default": {"rate": "10r/s", "burst": 20}},
+}
+
+
+def fleet(**changes):
+    common = {"vllm_fleet_api_key": KEY, "model_weights_models": WEIGHTS}
+    gpu = {**common, "vllm_server_models": [{"name": "m", "path": "/srv/models/org/m/main", "port": 8000}]}
+    hosts = {"gw": {**common, **GATEWAY}, "g1": dict(gpu), "g2": dict(gpu)}
+    for host, values in changes.items():
+        hosts[host].update(values)
+    return hosts
+
+
+def check(*args, **kwargs):
+    found, _planned = ic.check_inventory(*args, **kwargs)
+    return found
+
+
+def problems(hosts, groups=GROUPS):
+    return [(p.host, p.variable) for p in check(hosts, groups, CHILDREN, CAT)]
+
+
+def test_a_consistent_fleet_has_no_problem():
+    assert problems(fleet()) == []
+
+
+def test_the_catalogue_knows_the_roles_options_and_what_the_roles_read():
+    assert {"vllm_server_models", "gateway_client_keys", "vllm_fleet_api_key"} <= set(CAT.options)
+    assert "vllm_image_cuda_version" in CAT.known  # read by roles, not in an argument_specs
+    assert not set(ic.REMOVED) & CAT.known
+    assert CAT.governs("vllm_server_modles") and not CAT.governs("lab_gpu_profile")
+
+
+def test_values_that_cannot_be_judged_here_are_not_judged():
+    vault = ic.Unresolved("vault-encrypted")
+    lookup = ic.Unresolved("could not find the file refs/main")
+    hosts = fleet(
+        g1={"vllm_fleet_api_key": vault, "vllm_server_models": [{"name": "m", "path": lookup, "port": 8000}]},
+        gw={"gateway_client_keys": [{"name": "a", "key": vault}]},
+    )
+    assert problems(hosts) == []
+
+
+def test_a_reference_to_an_undefined_variable_is_named():
+    hosts = fleet(g1={"vllm_server_image": ic.Unresolved("undefined", "my_image")})
+    assert problems(hosts) == [("g1", "vllm_server_image")]
+    nested = [{"name": "m", "path": ic.Unresolved("undefined", "models_root"), "port": 8000}]
+    assert problems(fleet(g2={"vllm_server_models": nested})) == [("g2", "vllm_server_models[0].path")]
+    hosts = fleet(gw={"vllm_fleet_api_key": ic.Unresolved("undefined", "lab_backend_api_key")})
+    [found] = check(hosts, GROUPS, CHILDREN, CAT)
+    assert "lab_backend_api_key" in found.what and found.fix.startswith("define lab_backend_api_key")
+
+
+@pytest.mark.parametrize(
+    ("host", "values", "variable", "fix"),
+    [
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "port": "80x"}]},
+            "vllm_server_models[0].port",
+            "give an integer",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "prot": 8000}]},
+            "vllm_server_models[0].prot",
+            "rename prot to port",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p"}]},
+            "vllm_server_models[0].port",
+            "add port (an integer)",
+        ),
+        ("g1", {"vllm_server_image_source": "pul"}, "vllm_server_image_source", "use one of pull, local"),
+        ("g1", {"vllm_server_env": ["A=1"]}, "vllm_server_env", "give a dict"),
+        ("g1", {"vllm_server_image": ["img"]}, "vllm_server_image", "give a string"),
+        (
+            "gw",
+            {"gateway_rate_limit_tiers": {"default": ["10r/s", 20]}},
+            "gateway_rate_limit_tiers.default",
+            "write it as default:",
+        ),
+        (
+            "gw",
+            {"gateway_client_keys": [{"name": "a", "key": "k", "tier": "gold"}]},
+            "gateway_client_keys[0].key",
+            "set a new key for a",
+        ),
+        ("g1", {"vllm_server_modles": []}, "vllm_server_modles", "rename it to vllm_server_models"),
+        (
+            "g1",
+            {"gateway_backend_api_key": KEY},
+            "gateway_backend_api_key",
+            "rename gateway_backend_api_key to vllm_fleet_api_key",
+        ),
+        (
+            "g1",
+            {"model_weights_models": [{**WEIGHTS[0], "source": "hugginface"}]},
+            "model_weights_models[0].source",
+            "use one of huggingface",
+        ),
+        (
+            "g1",
+            {"model_weights_models": [{**WEIGHTS[0], "revision": ""}]},
+            "model_weights_models[0].revision",
+            "pin revision",
+        ),
+        (
+            "g1",
+            {"model_weights_models": []},
+            "vllm_server_models[0].name",
+            "add {name: m, source, repo_id, revision}",
+        ),
+        (
+            "g1",
+            {"vllm_server_models": [{"name": "m", "path": "/p", "port": 9100}]},
+            "vllm_server_models[0].port",
+            "give vllm_server_models[0].port (m) a port",
+        ),
+    ],
+)
+def test_each_problem_names_the_variable_and_the_fix(host, values, variable, fix):
+    found = [p for p in check(fleet(**{host: values}), GROUPS, CHILDREN, CAT) if p.host == host]
+    assert variable in [p.variable for p in found], found
+    assert any(fix in p.fix for p in found if p.variable == variable), found
+
+
+def test_an_empty_gpu_group_and_an_empty_inventory():
+    groups = {**GROUPS, "a100": []}
+    children = {**CHILDREN, "gpu_nodes": ["h100", "a100"]}
+    assert [p.variable for p in check(fleet(), groups, children, CAT)] == ["a100"]
+    assert "gpu_nodes" in [p.variable for p in check({}, {"all": [], "ungrouped": []}, {}, CAT)]
+
+
+def test_a_group_variable_is_told_once_at_the_file_that_sets_it():
+    inventory = ROOT / "inventories" / "lab"
+    hosts = {
+        "lab-gpu1": {"vllm_server_modles": []},
+        "lab-gpu2": {"vllm_server_modles": []},
+    }
+    groups = {"all": list(hosts), "gpu_nodes": list(hosts), "ungrouped": []}
+    found, _children = ic.inventory_sources([str(inventory)])
+    found[("gpu_nodes", "vllm_server_modles")] = str(
+        inventory / "group_vars" / "gpu_nodes" / "vllm_server.yml"
+    )
+    host_groups = {h: ["gpu_nodes", "all"] for h in hosts}
+    where = ic.where_from(found, host_groups, groups, str(ROOT))
+    problems = [p for p in check(hosts, groups, {}, CAT) if p.variable == "vllm_server_modles"]
+    assert len(problems) == 2
+    lines = ic.format_problems(problems, where, groups)
+    assert lines == [
+        "inventories/lab/group_vars/gpu_nodes/vllm_server.yml: vllm_server_modles: is not a variable of any "
+        "vllm-fleet role; did you mean vllm_server_models? Fix: rename it to vllm_server_models"
+    ]
+
+
+def test_the_sources_of_the_lab_inventory():
+    found, children = ic.inventory_sources([str(ROOT / "inventories" / "lab")])
+    assert found[("gpu_nodes", "vllm_server_models")].endswith("group_vars/gpu_nodes/vllm_server.yml")
+    assert found[("all", "vllm_fleet_api_key")].endswith("group_vars/all/lab.yml")
+    assert found[("lab-gpu1", "lab_gpu_profile")].endswith("hosts.yml")
+    assert set(children["gpu_nodes"]) == {"lab_h200", "lab_h100"}
