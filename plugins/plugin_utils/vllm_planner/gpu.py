@@ -85,7 +85,7 @@ class GpuSpec:
             )
         if "memory_mib" not in gpu:
             raise PlanInputError("gpu.memory_mib is required (nvidia-smi memory.total in MiB)")
-        memory = _pos_int(gpu["memory_mib"], "gpu.memory_mib")
+        memory = _plausible_mib(_pos_int(gpu["memory_mib"], "gpu.memory_mib"), "gpu.memory_mib")
         count = _pos_int(gpu.get("count", 1), "gpu.count")
         nodes = _pos_int(gpu.get("nodes", 1), "gpu.nodes")
         cc = str(gpu.get("compute_capability") or "8.0").strip()
@@ -138,6 +138,33 @@ class GpuSpec:
     @property
     def supports_fp8_compute(self) -> bool:
         return self.cc >= (8, 9)
+
+
+# A GPU vLLM can use has 2 GiB to 1 TiB of memory per device (the largest parts today hold ~288 GB).
+_MIN_MIB, _MAX_MIB = 2048, 1 << 20
+
+
+def _plausible_mib(n: int, name: str) -> int:
+    """Refuse a size in the wrong unit (GiB, bytes or KiB passed as MiB), naming the unit it looks like."""
+    if n < _MIN_MIB:
+        looks = f"GiB ({n} GiB = {n * 1024} MiB)" if n <= 1024 else "too small for a GPU vLLM can use"
+        raise PlanInputError(
+            f"{name}: {n} MiB is implausible for a GPU; it looks like {looks}. Fix: pass nvidia-smi "
+            f"memory.total in MiB (e.g. 81559 for an H100 80GB)."
+        )
+    if n > _MAX_MIB:
+        for unit, shift in (("bytes", 20), ("KiB", 10)):
+            mib = n >> shift
+            if _MIN_MIB <= mib <= _MAX_MIB:
+                raise PlanInputError(
+                    f"{name}: {n} MiB is implausible for a GPU; it looks like {unit} ({n} {unit} = "
+                    f"{mib} MiB). Fix: pass nvidia-smi memory.total in MiB ({mib})."
+                )
+        raise PlanInputError(
+            f"{name}: {n} MiB is implausible for a GPU (more than 1 TiB). Fix: pass nvidia-smi "
+            "memory.total in MiB (e.g. 81559 for an H100 80GB)."
+        )
+    return n
 
 
 def _pos_int(value: Any, name: str) -> int:
