@@ -59,9 +59,12 @@ def _read_json(path: str, what: str) -> Any:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except OSError as exc:
-        raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}") from None
+        raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}. Fix: check the path.") from None
     except json.JSONDecodeError as exc:
-        raise _BadInput(f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise _BadInput(
+            f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno}). Fix: repair the JSON, or "
+            "download the file again."
+        ) from None
     except UnicodeDecodeError as exc:
         raise _BadInput(
             f"{what}: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}). "
@@ -90,7 +93,9 @@ def _read_index(path: str) -> Any:
 def _model_config(path: str) -> dict[str, Any]:
     cfg = _read_json(path, "model-config")
     if not isinstance(cfg, dict):
-        raise _BadInput(f"model-config: {path} does not hold a JSON object")
+        raise _BadInput(
+            f"model-config: {path} does not hold a JSON object. Fix: pass the model's config.json."
+        )
     side = Path(path).with_name("hf_quant_config.json")
     if "quantization_config" not in cfg and side.is_file():
         cfg["hf_quant_config"] = _read_json(str(side), "hf_quant_config")

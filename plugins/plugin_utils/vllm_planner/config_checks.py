@@ -71,6 +71,24 @@ def _check_heads(node: Mapping[str, Any], prefix: str) -> None:
         )
 
 
+def _check_rope(node: Mapping[str, Any], prefix: str) -> None:
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = node.get(key)
+        if rope is None:
+            continue
+        name = _field(prefix, key)
+        if not isinstance(rope, Mapping):
+            raise PlanInputError(f"{name}: expected an object or null, got {rope!r}. Fix: e.g. null.")
+        factor = rope.get("factor")
+        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))):
+            raise PlanInputError(
+                f"{name}.factor: expected a number, got {factor!r}. Fix: write it as a JSON number, e.g. 4.0."
+            )
+        if factor is not None and factor <= 0:
+            raise PlanInputError(f"{name}.factor: must be > 0, got {factor!r}. Fix: e.g. 4.0.")
+        _check_int(rope, "original_max_position_embeddings", f"{prefix}{key}.", 1)
+
+
 def _check_quant(q: Any, prefix: str) -> None:
     if q is None:
         return
@@ -105,6 +123,7 @@ def _check_node(node: Mapping[str, Any], prefix: str) -> None:
         if node.get(key) not in (None, False):
             _check_int(node, key, prefix, 1)
     _check_heads(node, prefix)
+    _check_rope(node, prefix)
     archs = node.get("architectures")
     if archs is not None and not (
         isinstance(archs, str) or (isinstance(archs, list) and all(isinstance(a, str) for a in archs))

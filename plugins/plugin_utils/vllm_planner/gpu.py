@@ -93,13 +93,18 @@ class GpuSpec:
             major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
         except ValueError:
             raise PlanInputError(
-                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'"
+                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'. Fix: pass nvidia-smi "
+                "--query-gpu=compute_cap (8.0 for an A100, 9.0 for an H100)."
             ) from None
         reserved = gpu.get("memory_reserved_mib")
         if reserved is not None:
             reserved = _nonneg_int(reserved, "gpu.memory_reserved_mib")
             if reserved >= memory:
-                raise PlanInputError("gpu.memory_reserved_mib must be smaller than gpu.memory_mib")
+                raise PlanInputError(
+                    f"gpu.memory_reserved_mib: {reserved} must be smaller than gpu.memory_mib ({memory}). "
+                    "Fix: pass nvidia-smi -q 'FB Memory Usage: Reserved' (a few hundred MiB) or leave it "
+                    "unset."
+                )
         shared = gpu.get("shared", False)
         if not isinstance(shared, bool):
             raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
@@ -170,19 +175,21 @@ def _plausible_mib(n: int, name: str) -> int:
 def _pos_int(value: Any, name: str) -> int:
     n = _nonneg_int(value, name)
     if n <= 0:
-        raise PlanInputError(f"{name}: must be a positive integer, got {value!r}")
+        raise PlanInputError(f"{name}: must be a positive integer, got {value!r}. Fix: set {name} >= 1.")
     return n
 
 
 def _nonneg_int(value: Any, name: str) -> int:
     if isinstance(value, bool):
-        raise PlanInputError(f"{name}: expected an integer, got {value!r}")
+        raise PlanInputError(f"{name}: expected an integer, got {value!r}. Fix: write a whole number.")
     try:
         n = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise PlanInputError(f"{name}: expected an integer, got {value!r}") from None
+        raise PlanInputError(
+            f"{name}: expected an integer, got {value!r}. Fix: write a whole number."
+        ) from None
     if n < 0:
-        raise PlanInputError(f"{name}: must not be negative, got {value!r}")
+        raise PlanInputError(f"{name}: must not be negative, got {value!r}. Fix: write a whole number >= 0.")
     return n
 
 

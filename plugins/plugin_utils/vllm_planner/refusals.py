@@ -23,3 +23,10 @@ def refusals(s: Settings, notes: Notes) -> None:
     variable = "quantization" if option else "model_config.quantization_config.quant_method"
     notes.errors.extend(quant_problems(method, variable, g, vinfo))
     notes.errors.extend(kv_dtype_problems(opts.kv_cache_dtype, arch, g, vinfo))
+    kv_bytes = opts.kv_cache_memory_bytes
+    if kv_bytes is not None and kv_bytes < 1 << 20:
+        notes.warnings.append(  # vLLM takes it (and then has no room for a request): a warning
+            f"kv_cache_memory_bytes: {kv_bytes} bytes is implausible for a KV cache (vLLM reads a bare "
+            f"number as bytes); it looks like GiB or MiB. Fix: write the unit, e.g. {kv_bytes}G for "
+            f"{kv_bytes} GiB or {kv_bytes}M for {kv_bytes} MiB."
+        )
