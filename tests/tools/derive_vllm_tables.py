@@ -156,8 +156,7 @@ def main(src: str, out_dir: str) -> None:
         json.dumps({"source": read, "newest": newest, "architectures": archs}, indent=1) + "\n"
     )
     (out / "quant_capability.json").write_text(
-        json.dumps({"source": read, "newest": newest, "methods": methods}, indent=1)
-        + "\n"
+        json.dumps({"source": read, "newest": newest, "methods": methods}, indent=1) + "\n"
     )
     (out / "kv_cache_dtypes.json").write_text(
         json.dumps({"source": read, "newest": newest, "choices": kvs}, indent=1) + "\n"

@@ -36,7 +36,7 @@ def _why(name: str, vinfo: VersionInfo) -> tuple[str, str]:
     if entry is not None and parse_version(entry["first"]) > vinfo.version:
         return (
             f"vLLM added {name} in {entry['first']}.",
-            f"set vllm_version >= {entry['first']} (the image's vLLM release).",
+            f"set vllm_version >= {entry['first']} and run an image of that release.",
         )
     if entry is not None and entry.get("last"):
         return (

@@ -102,8 +102,8 @@ def platform_problems(g: GpuSpec) -> list[str]:
         return []
     return [
         f"gpu.compute_capability: {g.compute_capability} is below 7.0, the oldest GPU architecture vLLM's "
-        "CUDA kernels are built for (vLLM fails with \"no kernel image is available for execution on the "
-        "device\"). Fix: use GPUs with compute capability >= 7.0 (Volta or newer)."
+        'CUDA kernels are built for (vLLM fails with "no kernel image is available for execution on the '
+        'device"). Fix: use GPUs with compute capability >= 7.0 (Volta or newer).'
     ]
 
 

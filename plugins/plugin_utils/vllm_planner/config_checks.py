@@ -14,18 +14,70 @@ from .errors import PlanInputError
 
 # Counts and sizes the planner reads (config.py), with the aliases vLLM accepts.
 _POSITIVE = (
-    "hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers", "n_layers",
-    "num_attention_heads", "n_head", "n_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv",
-    "multi_query_group_num", "head_dim", "kv_channels", "vocab_size", "padded_vocab_size",
-    "intermediate_size", "ffn_hidden_size", "moe_intermediate_size", "max_position_embeddings",
-    "n_positions", "max_seq_len", "seq_length", "max_sequence_length", "kv_lora_rank", "q_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_chunk_size",
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "num_key_value_heads",
+    "num_kv_heads",
+    "n_head_kv",
+    "multi_query_group_num",
+    "head_dim",
+    "kv_channels",
+    "vocab_size",
+    "padded_vocab_size",
+    "intermediate_size",
+    "ffn_hidden_size",
+    "moe_intermediate_size",
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "max_sequence_length",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "attention_chunk_size",
 )
 _NON_NEGATIVE = (  # 0 is a dense model / no such layers
-    "num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
+    "num_experts",
+    "n_routed_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
     "shared_expert_intermediate_size",
-    "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
-    "num_nextn_predict_layers", "max_window_layers", "interleave_moe_layer_step",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "num_nextn_predict_layers",
+    "max_window_layers",
+    "interleave_moe_layer_step",
+)
+_VISION = (
+    "hidden_size",
+    "embed_dim",
+    "width",
+    "depth",
+    "num_hidden_layers",
+    "num_layers",
+    "intermediate_size",
+    "num_heads",
+    "num_attention_heads",
+    "patch_size",
+    "temporal_patch_size",
+    "in_channels",
+    "num_channels",
+    "out_hidden_size",
+    "projection_dim",
+    "spatial_merge_size",
 )
 _OPTIONAL_WINDOW = ("sliding_window",)  # null or false disable it
 
@@ -97,7 +149,7 @@ def _check_quant(q: Any, prefix: str) -> None:
         raise PlanInputError(f"{name}: expected a mapping, got {q!r}. Fix: remove it or restore the object.")
     method = q.get("quant_method")
     if method is not None and not isinstance(method, str):
-        raise PlanInputError(f"{name}.quant_method: expected a string, got {method!r}. Fix: e.g. \"fp8\".")
+        raise PlanInputError(f'{name}.quant_method: expected a string, got {method!r}. Fix: e.g. "fp8".')
     block = q.get("weight_block_size")
     if block is not None:
         ok = isinstance(block, list) and len(block) == 2 and all((_integer(b) or 0) > 0 for b in block)
@@ -124,6 +176,12 @@ def _check_node(node: Mapping[str, Any], prefix: str) -> None:
             _check_int(node, key, prefix, 1)
     _check_heads(node, prefix)
     _check_rope(node, prefix)
+    kinds = node.get("layer_types")
+    if kinds is not None and not (isinstance(kinds, list) and all(isinstance(k, str) for k in kinds)):
+        raise PlanInputError(
+            f"{_field(prefix, 'layer_types')}: expected a list of layer kinds, got {kinds!r}. Fix: e.g. "
+            '["full_attention", "sliding_attention", ...] (one per layer), or remove it.'
+        )
     archs = node.get("architectures")
     if archs is not None and not (
         isinstance(archs, str) or (isinstance(archs, list) and all(isinstance(a, str) for a in archs))
@@ -138,5 +196,10 @@ def _check_node(node: Mapping[str, Any], prefix: str) -> None:
 def check_config(config: Mapping[str, Any], text: Mapping[str, Any], text_path: str) -> None:
     """Raise PlanInputError naming the first config.json value vLLM could not load."""
     _check_node(config, "")
+    for key in ("vision_config", "visual", "vision_tower_config"):
+        vision = config.get(key)
+        if isinstance(vision, Mapping):
+            for field_name in _VISION:
+                _check_int(vision, field_name, f"{key}.", 1)
     if text is not config:
         _check_node(text, f"{text_path}.")
