@@ -468,6 +468,38 @@ CASES: list[Case] = [
         input="model-config",
         fix="pass the model's config.json",
     ),
+    Case(
+        "dtype-word",
+        LLAMA8,
+        {"torch_dtype": "bf17"},
+        rc=BAD_INPUT,
+        input="model_config.torch_dtype",
+        fix='e.g. "bfloat16"',
+    ),
+    Case(
+        "model-type-number",
+        LLAMA8,
+        {"model_type": 7},
+        rc=BAD_INPUT,
+        input="model_config.model_type",
+        fix='e.g. "llama"',
+    ),
+    Case(
+        "tie-string",
+        LLAMA8,
+        {"tie_word_embeddings": "no"},
+        rc=BAD_INPUT,
+        input="model_config.tie_word_embeddings",
+        fix="write true or false",
+    ),
+    Case(
+        "rope-theta-string",
+        LLAMA8,
+        {"rope_theta": "500000"},
+        rc=BAD_INPUT,
+        input="model_config.rope_theta",
+        fix="write it as a JSON number",
+    ),
     # --- quantization: methods the release lacks, minimum compute capability ---------------------------
     Case(
         "fp8-ckpt-on-t4-0.13",

@@ -153,7 +153,7 @@ def format_table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
-    except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # a bug ends in one line too
         where = _config_arg(argv if argv is not None else sys.argv[1:])
         print(
             f"vllm-fleet-plan: internal error ({type(exc).__name__}: {exc}) while planning {where}. "

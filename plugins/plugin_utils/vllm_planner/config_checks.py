@@ -123,6 +123,36 @@ def _check_heads(node: Mapping[str, Any], prefix: str) -> None:
         )
 
 
+_DTYPES = ("float32", "float16", "bfloat16", "float", "half", "bf16", "fp16", "fp32", "float8_e4m3fn")
+
+
+def _check_kinds(node: Mapping[str, Any], prefix: str) -> None:
+    """Values of a fixed kind: dtype names, model_type, booleans, rope_theta."""
+    for key in ("torch_dtype", "dtype"):
+        v = node.get(key)
+        if v is not None and str(v).strip().lower().removeprefix("torch.") not in _DTYPES + ("auto",):
+            raise PlanInputError(
+                f'{_field(prefix, key)}: {v!r} is not a torch dtype vLLM loads. Fix: e.g. "bfloat16".'
+            )
+    model_type = node.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise PlanInputError(
+            f'{_field(prefix, "model_type")}: expected a string, got {model_type!r}. Fix: e.g. "llama".'
+        )
+    tie = node.get("tie_word_embeddings")
+    if tie is not None and not isinstance(tie, bool):
+        raise PlanInputError(
+            f"{_field(prefix, 'tie_word_embeddings')}: expected true or false, got {tie!r}. Fix: write "
+            "true or false."
+        )
+    theta = node.get("rope_theta")
+    if theta is not None and (isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0):
+        raise PlanInputError(
+            f"{_field(prefix, 'rope_theta')}: expected a positive number, got {theta!r}. Fix: write it as "
+            "a JSON number, e.g. 500000.0."
+        )
+
+
 def _check_rope(node: Mapping[str, Any], prefix: str) -> None:
     for key in ("rope_scaling", "rope_parameters"):
         rope = node.get(key)
@@ -176,6 +206,7 @@ def _check_node(node: Mapping[str, Any], prefix: str) -> None:
             _check_int(node, key, prefix, 1)
     _check_heads(node, prefix)
     _check_rope(node, prefix)
+    _check_kinds(node, prefix)
     kinds = node.get("layer_types")
     if kinds is not None and not (isinstance(kinds, list) and all(isinstance(k, str) for k in kinds)):
         raise PlanInputError(
