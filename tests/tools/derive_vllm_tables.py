@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Derive the planner's per-release vLLM tables from the Python sources of vLLM's released wheels.
 
-Usage: derive_vllm_tables.py SRC_ROOT OUT_DIR, where SRC_ROOT/<version>/vllm/... holds the files unpacked
-from each `vllm-<version>` wheel on PyPI. Writes OUT_DIR/architectures.json (first and last release whose
-model registry lists each architecture), OUT_DIR/quant_capability.json (each quantization method's
-`get_min_capability()` per release) and OUT_DIR/kv_cache_dtypes.json (the `--kv-cache-dtype` choices per
-release). Files read per release: vllm/model_executor/models/registry.py (0.6+),
-vllm/model_executor/models/__init__.py (0.2.2-0.5), vllm/model_executor/model_loader.py (0.2.0),
+Usage: python tests/tools/derive_vllm_tables.py SRC_ROOT OUT_DIR, where SRC_ROOT/<version>/vllm/...
+holds the files unpacked from each `vllm-<version>` wheel on PyPI. Writes OUT_DIR/architectures.json
+(first and last release whose model registry lists each architecture), OUT_DIR/quant_capability.json
+(each quantization method's releases and `get_min_capability()`) and OUT_DIR/kv_cache_dtypes.json (the
+`--kv-cache-dtype` choices per release). Files read per release: vllm/model_executor/models/registry.py
+(0.6+), vllm/model_executor/models/__init__.py (0.2.2-0.5), vllm/model_executor/model_loader.py (0.2.0),
 vllm/model_executor/layers/quantization/**.py, vllm/config.py / vllm/config/cache.py and
 vllm/engine/arg_utils.py.
 """
