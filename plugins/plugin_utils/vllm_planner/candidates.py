@@ -41,16 +41,19 @@ def _tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
         return out
     nkv = arch.num_kv_heads
     if arch.mla is None and nkv:
+        kv = f" (the model's {nkv} KV heads across tensor_parallel_size {tp})."
         if nkv >= tp and nkv % tp:
-            out.append(E.not_divisible(nkv, tp))
+            out.append(E.not_divisible(nkv, tp) + kv)
         elif nkv < tp and tp % nkv:
-            out.append(E.not_divisible(tp, nkv))
+            out.append(E.not_divisible(tp, nkv) + kv)
     if "dense" in arch.layer_mlp and arch.intermediate_size % tp:
-        out.append(E.not_divisible(arch.intermediate_size, tp))
+        out.append(E.not_divisible(arch.intermediate_size, tp) + f" (intermediate_size across {tp} GPUs).")
     if arch.moe is not None and arch.moe.expert_intermediate % tp:
-        out.append(E.not_divisible(arch.moe.expert_intermediate, tp))
+        out.append(
+            E.not_divisible(arch.moe.expert_intermediate, tp) + f" (moe_intermediate_size across {tp} GPUs)."
+        )
     if arch.vision is not None and arch.vision.heads % tp:
-        out.append(E.not_divisible(arch.vision.heads, tp))
+        out.append(E.not_divisible(arch.vision.heads, tp) + f" (vision attention heads across {tp} GPUs).")
     if quant.block is not None:
         bn, bk = quant.block
         if "dense" in arch.layer_mlp and (arch.intermediate_size // tp) % bn:

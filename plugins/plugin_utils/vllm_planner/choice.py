@@ -123,7 +123,14 @@ def size(search: Search, chosen: Evaluation, capped: bool, notes: Notes) -> Sizi
     """Final max_model_len and max_num_seqs on the chosen split; infeasible if the length cannot shrink."""
     s = search.s
     tp, pp = chosen.tp, chosen.pp
-    if pp > 1:
+    if pp > 1 and s.opts.pipeline_parallel_size is not None:
+        one = evaluate(s.ctx, 1, 1, s.gmu, s.mnbt, s.seqs, s.want_len) if 1 in search.cands.tps else None
+        if one is not None and one.weights_fit and one.l_fit >= s.want_len:
+            notes.warnings.append(
+                f"pipeline_parallel_size {pp} as set, though {s.name} fits one GPU at max_model_len "
+                f"{s.want_len}; unset pipeline_parallel_size unless the stages are wanted"
+            )
+    elif pp > 1:
         notes.warnings.append(
             f"one node cannot hold {s.name} at max_model_len {s.want_len}: pipeline_parallel_size {pp} "
             f"across {pp} nodes (tensor_parallel_size {tp} within each)"

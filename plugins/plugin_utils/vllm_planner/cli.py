@@ -1,6 +1,7 @@
 """Command-line front end: `bin/vllm-fleet-plan`.
 
-Exit status: 0 feasible, 2 infeasible (the JSON is still printed), 1 bad input (one line on stderr).
+Exit status: 0 feasible, 2 infeasible (the JSON is still printed), 1 bad input (one line on stderr),
+3 a planner bug (one line on stderr naming the input file; no traceback).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .errors import GIB, PlanInputError
 from .options import add_cli_arguments, gpu_from_cli, options_from_cli
 from .planner import plan
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_BUG = 0, 1, 2, 3
 
 
 class _BadInput(Exception):
@@ -58,9 +59,17 @@ def _read_json(path: str, what: str) -> Any:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except OSError as exc:
-        raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}") from None
+        raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}. Fix: check the path.") from None
     except json.JSONDecodeError as exc:
-        raise _BadInput(f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise _BadInput(
+            f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno}). Fix: repair the JSON, or "
+            "download the file again."
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise _BadInput(
+            f"{what}: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}). "
+            "Fix: save it as UTF-8 (JSON files are UTF-8), e.g. with iconv -t UTF-8."
+        ) from None
 
 
 def _read_index(path: str) -> Any:
@@ -84,7 +93,9 @@ def _read_index(path: str) -> Any:
 def _model_config(path: str) -> dict[str, Any]:
     cfg = _read_json(path, "model-config")
     if not isinstance(cfg, dict):
-        raise _BadInput(f"model-config: {path} does not hold a JSON object")
+        raise _BadInput(
+            f"model-config: {path} does not hold a JSON object. Fix: pass the model's config.json."
+        )
     side = Path(path).with_name("hf_quant_config.json")
     if "quantization_config" not in cfg and side.is_file():
         cfg["hf_quant_config"] = _read_json(str(side), "hf_quant_config")
@@ -140,6 +151,28 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # a bug ends in one line too
+        where = _config_arg(argv if argv is not None else sys.argv[1:])
+        print(
+            f"vllm-fleet-plan: internal error ({type(exc).__name__}: {exc}) while planning {where}. "
+            "This is a planner bug: report it with that file and the command line.",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
+
+
+def _config_arg(argv: list[str]) -> str:
+    for i, a in enumerate(argv):
+        if a == "--model-config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--model-config="):
+            return a.split("=", 1)[1]
+    return "the given --model-config"
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         ns = _parser().parse_args(argv)
         cfg = _model_config(ns.model_config)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config_checks import check_config
 from .errors import PlanInputError
 
 # Sub-config keys that hold the language model, in the order vLLM/transformers look for them.
@@ -232,6 +233,17 @@ def _get(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
         if v is not None:
             return v
     return default
+
+
+def text_config_path(config: Mapping[str, Any]) -> str:
+    """Where the language model's sub-config sits ("" for the top level)."""
+    for path in _TEXT_KEYS:
+        node: Any = config
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and node:
+            return ".".join(path)
+    return ""
 
 
 def text_config_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -511,12 +523,26 @@ def _config_dtype(config: Mapping[str, Any], tc: Mapping[str, Any]) -> str | Non
 
 
 def resolve(config: Mapping[str, Any]) -> ModelArch:
-    """Resolve a config.json mapping (uncached)."""
+    """Resolve a config.json mapping (uncached); a value it cannot read is a PlanInputError."""
     if not isinstance(config, Mapping):
         raise PlanInputError(
             f"model_config: expected a mapping (parsed config.json), got {type(config).__name__}"
         )
     tc = text_config_of(config)
+    check_config(config, tc, text_config_path(config))
+    try:
+        return _resolve(config, tc)
+    except PlanInputError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
+        raise PlanInputError(
+            f"model_config: cannot read a value of config.json ({type(exc).__name__}: {exc}). Fix: compare "
+            "it with the checkpoint's published config.json (counts are JSON integers, "
+            "sub-configs are objects)."
+        ) from None
+
+
+def _resolve(config: Mapping[str, Any], tc: Mapping[str, Any]) -> ModelArch:
     archs = config.get("architectures") or tc.get("architectures") or []
     if isinstance(archs, str):
         archs = [archs]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from . import errors as E
 from .candidates import tp_problems
 from .errors import MIB
-from .evaluation import Ctx, Evaluation, evaluate, fixed_kv_overflow, replace_ctx
+from .evaluation import Ctx, Evaluation, concurrency, evaluate, fixed_kv_overflow, replace_ctx
 from .memory import CUDA_CONTEXT, StageMemory, nccl_bytes
 from .settings import Settings, fmt_gib, quant_for
 from .weights import stage_bytes
@@ -245,6 +245,26 @@ def _fix_batch(m: _Miss) -> str | None:
     )
 
 
+def _target_unreachable(m: _Miss) -> tuple[str, int]:
+    """Why a concurrency target cannot be met: it sets max_num_seqs, whose profiling batch fills the GPU."""
+    s, best = m.s, m.best
+    target = s.opts.target_concurrency or m.seqs
+    e = m.quick(m.ctx, best.tp, best.pp, s.gmu, s.mnbt, s.class_seqs)
+    fit = int(concurrency(m.ctx, e, s.mnbt, s.expected)) if e is not None and e.weights_fit else 0
+    text = (
+        f"{target} requests at once cannot be served: as max_num_seqs {target} (with "
+        f"max_num_batched_tokens {m.mnbt}) vLLM's profiling run alone takes {fmt_gib(m.mem.activation)} GiB "
+        f"of activations next to {fmt_gib(m.mem.weights)} GiB of weights, more than the "
+        f"{fmt_gib(m.mem.requested)} GiB of the GPU budget; "
+        + (
+            f"at vLLM's default batch the KV cache holds {fit} requests of {s.expected} tokens."
+            if fit >= 1
+            else "even vLLM's default batch leaves no room for one request."
+        )
+    )
+    return text, fit
+
+
 _LATER_FIXES = (_fix_pipeline, _fix_fp8_weights, _fix_fp8_kv, _fix_gmu, _fix_eager, _fix_batch)
 
 
@@ -283,6 +303,9 @@ def memory_errors(
         text = _weights_too_big(m)
         # the profiling batch, not the model, fills the GPU
         variable = seq_var if m.mem.activation > m.mem.weights else "tensor_parallel_size"
+    if variable == "target_concurrency":
+        text, reachable = _target_unreachable(m)
+        fixes.insert(0, f"lower target_concurrency to <= {reachable}" if reachable >= 1 else None)
     fixes += [fix(m) for fix in _LATER_FIXES]
     shown = "; or ".join(dict.fromkeys(f for f in fixes if f)) or "use GPUs with more memory"
     return [f"{variable}: {text} Fix: {shown}."]

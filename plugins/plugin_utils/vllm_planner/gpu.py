@@ -85,7 +85,7 @@ class GpuSpec:
             )
         if "memory_mib" not in gpu:
             raise PlanInputError("gpu.memory_mib is required (nvidia-smi memory.total in MiB)")
-        memory = _pos_int(gpu["memory_mib"], "gpu.memory_mib")
+        memory = _plausible_mib(_pos_int(gpu["memory_mib"], "gpu.memory_mib"), "gpu.memory_mib")
         count = _pos_int(gpu.get("count", 1), "gpu.count")
         nodes = _pos_int(gpu.get("nodes", 1), "gpu.nodes")
         cc = str(gpu.get("compute_capability") or "8.0").strip()
@@ -93,13 +93,18 @@ class GpuSpec:
             major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
         except ValueError:
             raise PlanInputError(
-                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'"
+                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'. Fix: pass nvidia-smi "
+                "--query-gpu=compute_cap (8.0 for an A100, 9.0 for an H100)."
             ) from None
         reserved = gpu.get("memory_reserved_mib")
         if reserved is not None:
             reserved = _nonneg_int(reserved, "gpu.memory_reserved_mib")
             if reserved >= memory:
-                raise PlanInputError("gpu.memory_reserved_mib must be smaller than gpu.memory_mib")
+                raise PlanInputError(
+                    f"gpu.memory_reserved_mib: {reserved} must be smaller than gpu.memory_mib ({memory}). "
+                    "Fix: pass nvidia-smi -q 'FB Memory Usage: Reserved' (a few hundred MiB) or leave it "
+                    "unset."
+                )
         shared = gpu.get("shared", False)
         if not isinstance(shared, bool):
             raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
@@ -140,22 +145,51 @@ class GpuSpec:
         return self.cc >= (8, 9)
 
 
+# A GPU vLLM can use has 2 GiB to 1 TiB of memory per device (the largest parts today hold ~288 GB).
+_MIN_MIB, _MAX_MIB = 2048, 1 << 20
+
+
+def _plausible_mib(n: int, name: str) -> int:
+    """Refuse a size in the wrong unit (GiB, bytes or KiB passed as MiB), naming the unit it looks like."""
+    if n < _MIN_MIB:
+        looks = f"GiB ({n} GiB = {n * 1024} MiB)" if n <= 1024 else "too small for a GPU vLLM can use"
+        raise PlanInputError(
+            f"{name}: {n} MiB is implausible for a GPU; it looks like {looks}. Fix: pass nvidia-smi "
+            f"memory.total in MiB (e.g. 81559 for an H100 80GB)."
+        )
+    if n > _MAX_MIB:
+        for unit, shift in (("bytes", 20), ("KiB", 10)):
+            mib = n >> shift
+            if _MIN_MIB <= mib <= _MAX_MIB:
+                raise PlanInputError(
+                    f"{name}: {n} MiB is implausible for a GPU; it looks like {unit} ({n} {unit} = "
+                    f"{mib} MiB). Fix: pass nvidia-smi memory.total in MiB ({mib})."
+                )
+        raise PlanInputError(
+            f"{name}: {n} MiB is implausible for a GPU (more than 1 TiB). Fix: pass nvidia-smi "
+            "memory.total in MiB (e.g. 81559 for an H100 80GB)."
+        )
+    return n
+
+
 def _pos_int(value: Any, name: str) -> int:
     n = _nonneg_int(value, name)
     if n <= 0:
-        raise PlanInputError(f"{name}: must be a positive integer, got {value!r}")
+        raise PlanInputError(f"{name}: must be a positive integer, got {value!r}. Fix: set {name} >= 1.")
     return n
 
 
 def _nonneg_int(value: Any, name: str) -> int:
     if isinstance(value, bool):
-        raise PlanInputError(f"{name}: expected an integer, got {value!r}")
+        raise PlanInputError(f"{name}: expected an integer, got {value!r}. Fix: write a whole number.")
     try:
         n = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise PlanInputError(f"{name}: expected an integer, got {value!r}") from None
+        raise PlanInputError(
+            f"{name}: expected an integer, got {value!r}. Fix: write a whole number."
+        ) from None
     if n < 0:
-        raise PlanInputError(f"{name}: must not be negative, got {value!r}")
+        raise PlanInputError(f"{name}: must not be negative, got {value!r}. Fix: write a whole number >= 0.")
     return n
 
 

@@ -34,13 +34,17 @@ def _number(
         try:
             n = parse_text(v.strip())
         except ValueError:
-            raise PlanInputError(f"{key}: expected {expected}, got {v!r}") from None
+            raise PlanInputError(
+                f"{key}: expected {expected}, got {v!r}. Fix: set {key} to {expected}."
+            ) from None
     elif isinstance(v, (int, float)) and not isinstance(v, bool) and int(v) == v:
         n = int(v)
     else:
-        raise PlanInputError(f"{key}: expected {expected}, got {v!r}")
+        raise PlanInputError(f"{key}: expected {expected}, got {v!r}. Fix: set {key} to {expected}.")
     if n < minimum:
-        raise PlanInputError(f"{key}: must be >= {minimum}, got {v!r}")
+        raise PlanInputError(
+            f"{key}: must be >= {minimum}, got {v!r}. Fix: set {key} >= {minimum} or unset it."
+        )
     return n
 
 
@@ -90,7 +94,7 @@ def parse_bool(options: Mapping[str, Any], key: str) -> bool:
         return v
     if isinstance(v, str) and v.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
         return v.strip().lower() in ("true", "yes", "1")
-    raise PlanInputError(f"{key}: expected true/false, got {v!r}")
+    raise PlanInputError(f"{key}: expected true/false, got {v!r}. Fix: set {key} true or false.")
 
 
 def parse_fraction(options: Mapping[str, Any], key: str) -> float | None:
@@ -100,9 +104,12 @@ def parse_fraction(options: Mapping[str, Any], key: str) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise PlanInputError(f"{key}: expected a number, got {v!r}") from None
+        raise PlanInputError(f"{key}: expected a number, got {v!r}. Fix: e.g. {key} 0.9.") from None
     if not 0.0 < f <= 1.0:
-        raise PlanInputError(f"{key}: must be in (0, 1], got {f}")
+        raise PlanInputError(
+            f"{key}: must be in (0, 1], got {f} (a fraction of the GPU, not a percentage). "
+            f"Fix: e.g. {key} 0.9."
+        )
     return f
 
 
@@ -113,21 +120,27 @@ def parse_dtype(options: Mapping[str, Any], key: str) -> str | None:
         return None
     d = normalize_dtype(v)
     if d is None:
-        raise PlanInputError(f"{key}: expected auto, bfloat16, float16 or float32, got {v!r}")
+        raise PlanInputError(
+            f"{key}: expected auto, bfloat16, float16 or float32, got {v!r}. Fix: set {key} auto."
+        )
     return d
 
 
 def parse_kv_cache_dtype(options: Mapping[str, Any], key: str) -> str:
     v = str(options.get(key) or "auto").strip().lower()
     if v not in KV_CACHE_DTYPES:
-        raise PlanInputError(f"{key}: expected one of {', '.join(KV_CACHE_DTYPES)}, got {v!r}")
+        raise PlanInputError(
+            f"{key}: expected one of {', '.join(KV_CACHE_DTYPES)}, got {v!r}. Fix: set {key} auto or fp8."
+        )
     return v
 
 
 def parse_workload(options: Mapping[str, Any], key: str) -> str:
     v = str(options.get(key) or "chat").strip().lower()
     if v not in WORKLOADS:
-        raise PlanInputError(f"{key}: expected one of {', '.join(WORKLOADS)}, got {options.get(key)!r}")
+        raise PlanInputError(
+            f"{key}: expected one of {', '.join(WORKLOADS)}, got {options.get(key)!r}. Fix: set {key} chat."
+        )
     return v
 
 
@@ -327,7 +340,8 @@ def check_known(options: Mapping[str, Any]) -> None:
     unknown = sorted(set(options) - OPTION_KEYS)
     if unknown:
         raise PlanInputError(
-            f"options: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(OPTION_KEYS))}"
+            f"options: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(OPTION_KEYS))}. "
+            "Fix: remove or rename them."
         )
 
 

@@ -16,6 +16,7 @@ from .config import resolve_cached
 from .evaluation import Ctx, Evaluation, Stage, evaluate
 from .gpu import GpuSpec
 from .options import OPTION_KEYS, WORKLOADS, check_known, parse_options, parse_version
+from .refusals import refusals
 from .result import build_result
 from .settings import Notes, settle, version_warnings
 from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
@@ -55,6 +56,7 @@ def plan(
     notes = Notes(warnings=version_warnings(vinfo))
     opts = parse_options(raw, check=False)  # checked above, before the config is read
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)
+    refusals(s, notes)
     notes.errors.extend(parallel_errors(s))
     tp, pp = opts.tensor_parallel_size or 1, opts.pipeline_parallel_size or 1
     if notes.errors:

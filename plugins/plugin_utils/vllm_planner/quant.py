@@ -133,7 +133,8 @@ def _resolve_uncached(q: Mapping[str, Any] | None, option: str | None) -> QuantS
             opt = None
         elif opt_raw not in _ALIASES:
             raise PlanInputError(
-                f"quantization: unknown method {option!r}; expected one of {', '.join(sorted(_ALIASES))}"
+                f"quantization: unknown method {option!r}; expected one of {', '.join(sorted(_ALIASES))}. "
+                "Fix: unset quantization (the checkpoint's method is read from config.json)."
             )
         else:
             opt = opt_raw
@@ -213,7 +214,8 @@ def _resolve_uncached(q: Mapping[str, Any] | None, option: str | None) -> QuantS
     if online and method not in _ONLINE:
         raise PlanInputError(
             f"quantization: {option!r} needs a checkpoint quantized with that method; only "
-            f"{', '.join(sorted(_ONLINE))} can be applied to an unquantized checkpoint"
+            f"{', '.join(sorted(_ONLINE))} can be applied to an unquantized checkpoint. Fix: unset "
+            "quantization, set it to fp8, or serve a checkpoint quantized with that method."
         )
     return QuantSpec(
         method,

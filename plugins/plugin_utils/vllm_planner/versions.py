@@ -29,10 +29,16 @@ def parse_version(text: str | None) -> Version:
         text = DEFAULT_VLLM_VERSION
     match = _VERSION_RE.match(str(text).strip())
     if not match:
-        raise PlanInputError(f"vllm_version: cannot parse {text!r}; expected a release such as 0.11.2")
+        raise PlanInputError(
+            f"vllm_version: cannot parse {text!r}; expected a release such as 0.11.2. Fix: set vllm_version "
+            "to the image's vLLM release (python -c 'import vllm; print(vllm.__version__)')."
+        )
     major, minor, patch = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
     if (major, minor) < (0, 2):
-        raise PlanInputError(f"vllm_version: {text!r} is older than 0.2, the oldest release accepted")
+        raise PlanInputError(
+            f"vllm_version: {text!r} is older than 0.2, the oldest release accepted. Fix: set vllm_version "
+            ">= 0.2.0."
+        )
     return (major, minor, patch)
 
 
