@@ -26,6 +26,7 @@ def profile_facts(name: str) -> dict[str, Any]:
 
 # --- versions ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("version", "branch"),
     [
@@ -58,6 +59,7 @@ def test_check_branch_rejects(bad: Any) -> None:
 
 
 # --- CUDA <-> branch ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("cuda", "branch"),
@@ -121,6 +123,7 @@ def test_cuda_version_from_image(config: dict[str, Any] | None, cuda: str | None
 
 
 # --- GPUs and branches (real captures) -----------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("profile", "branch", "problem"),
@@ -202,6 +205,7 @@ def test_kernel_module_problems() -> None:
 
 # --- NVSwitch ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("profile", "needed"),
     [
@@ -247,30 +251,162 @@ INSTALLED_570 = pkgs(nvidia_driver_cuda="570.172.08-1", nvidia_kernel_open_dkms=
 PLAN_CASES = [
     # id, packages, wanted, branch, version, kernel module, nvidia-smi, adopt -> action, pin, reboot reasons
     ("fresh host", {}, DEBIAN, "580", "", None, None, True, "install", "580.*", 0),
-    ("fresh host, exact version", {}, DEBIAN, "580", "580.95.05-1", None, None, True,
-     "install", "580.95.05-1", 0),
-    ("installed and loaded", INSTALLED_580, DEBIAN, "580", "", "580.159.04", "580.159.04", True,
-     "none", "580.159.04-1", 0),
-    ("installed, exact version matches", INSTALLED_580, DEBIAN, "580", "580.159.04-1", "580.159.04",
-     "580.159.04", True, "none", "580.159.04-1", 0),
-    ("installed, other exact version wanted", INSTALLED_580, DEBIAN, "580", "580.95.05-1", "580.159.04",
-     "580.159.04", True, "install", "580.95.05-1", 1),
-    ("upgraded without reboot", INSTALLED_580, DEBIAN, "580", "", "570.172.08", None, True,
-     "none", "580.159.04-1", 1),
-    ("branch change on a live host", INSTALLED_570, DEBIAN, "580", "", "570.172.08", "570.172.08", True,
-     "install", "580.*", 1),
-    ("installed, module not loaded yet", INSTALLED_580, DEBIAN, "580", "", None, None, True,
-     "none", "580.159.04-1", 0),
-    ("runfile/image driver of the branch", pkgs(bash="5.2"), UBUNTU, "580", "", "580.159.04", "580.159.04",
-     True, "external", None, 0),
-    ("driver of the branch seen by nvidia-smi only", {}, UBUNTU, "580", "", None, "580.159.04", True,
-     "external", None, 0),
-    ("external driver, adopting switched off", {}, UBUNTU, "580", "", "580.159.04", "580.159.04", False,
-     "conflict", None, 0),
-    ("external driver of another branch", {}, UBUNTU, "580", "", "550.127.05", "550.127.05", True,
-     "conflict", None, 0),
-    ("half-installed", pkgs(nvidia_driver_cuda="580.159.04-1"), DEBIAN, "580", "", None, None, True,
-     "install", "580.*", 0),
+    (
+        "fresh host, exact version",
+        {},
+        DEBIAN,
+        "580",
+        "580.95.05-1",
+        None,
+        None,
+        True,
+        "install",
+        "580.95.05-1",
+        0,
+    ),
+    (
+        "installed and loaded",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "installed, exact version matches",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "580.159.04-1",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "installed, other exact version wanted",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "580.95.05-1",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "install",
+        "580.95.05-1",
+        1,
+    ),
+    (
+        "upgraded without reboot",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        "570.172.08",
+        None,
+        True,
+        "none",
+        "580.159.04-1",
+        1,
+    ),
+    (
+        "branch change on a live host",
+        INSTALLED_570,
+        DEBIAN,
+        "580",
+        "",
+        "570.172.08",
+        "570.172.08",
+        True,
+        "install",
+        "580.*",
+        1,
+    ),
+    (
+        "installed, module not loaded yet",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        None,
+        None,
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "runfile/image driver of the branch",
+        pkgs(bash="5.2"),
+        UBUNTU,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "external",
+        None,
+        0,
+    ),
+    (
+        "driver of the branch seen by nvidia-smi only",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        None,
+        "580.159.04",
+        True,
+        "external",
+        None,
+        0,
+    ),
+    (
+        "external driver, adopting switched off",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        False,
+        "conflict",
+        None,
+        0,
+    ),
+    (
+        "external driver of another branch",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        "550.127.05",
+        "550.127.05",
+        True,
+        "conflict",
+        None,
+        0,
+    ),
+    (
+        "half-installed",
+        pkgs(nvidia_driver_cuda="580.159.04-1"),
+        DEBIAN,
+        "580",
+        "",
+        None,
+        None,
+        True,
+        "install",
+        "580.*",
+        0,
+    ),
 ]
 
 
@@ -358,15 +494,26 @@ def test_dpkg_status() -> None:
     ("version", "expected"),
     [
         ("1.17.8-1", ["libnvidia-container-tools"]),
-        ("1.18.0-1", ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
-                      "libnvidia-container-tools"]),
+        (
+            "1.18.0-1",
+            [
+                "nvidia-container-toolkit",
+                "nvidia-container-toolkit-base",
+                "libnvidia-container1",
+                "libnvidia-container-tools",
+            ],
+        ),
         ("", ["libnvidia-container-tools"]),
     ],
 )
 def test_packages_to_install(version: str, expected: list[str]) -> None:
     status = nvidia_host.dpkg_status(DPKG_OUTPUT)
-    names = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
-             "libnvidia-container-tools"]
+    names = [
+        "nvidia-container-toolkit",
+        "nvidia-container-toolkit-base",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+    ]
     assert nvidia_host.packages_to_install(status, names, version) == expected
 
 

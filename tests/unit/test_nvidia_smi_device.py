@@ -24,18 +24,18 @@ def _reported() -> dict:
 
 
 def _from_captures() -> dict:
+    """The facts the module's calls (nvidia_smi.next_call) give when answered from the captures."""
+
     def result(args: tuple[str, ...]) -> tuple[int, str, str]:
         text = capture(PROFILE, " ".join(args))
         assert text is not None, args
         return 0, text, ""
 
     kernel = nvidia_smi.parse_proc_version((HOST_STATE / "proc-driver-nvidia-version.txt").read_text())
-    results = {
-        "query": result(nvidia_smi.DETAIL_ARGS),
-        "query_gpu": result(nvidia_smi.QUERY_ARGS),
-        "topo": result(nvidia_smi.TOPO_ARGS),
-        "nvlink": result(nvidia_smi.NVLINK_ARGS),
-    }
+    results: dict[str, tuple[int | None, str, str]] = {}
+    while (call := nvidia_smi.next_call(results)) is not None:
+        results[call[0]] = result(call[1])
+    assert list(results) == ["query", "query_gpu", "topo", "nvlink"]
     return json.loads(json.dumps(nvidia_smi.facts_from_results(results, kernel_module_version=kernel)))
 
 
