@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import jinja2
 import pytest
+import yaml
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host, nvidia_smi
 from nvidia_smi_profiles import ROOT as ROOT_DIR
 from nvidia_smi_profiles import capture
@@ -201,6 +203,51 @@ def test_kernel_module_problems() -> None:
     assert nvidia_host.kernel_module_problems("open", blackwell) == []
     with pytest.raises(nvidia_host.NvidiaHostError, match="kernel module flavour"):
         nvidia_host.kernel_module_flavor("closed", [], "580")
+
+
+GH200_TABLE = nvidia_smi.parse_table(
+    (
+        ROOT_DIR / "tests" / "data" / "nvidia-smi" / "captures" / "gh200-aarch64-table" / "nvidia-smi.txt"
+    ).read_text()
+)
+
+
+def test_grace_hopper_runs_only_the_open_modules() -> None:
+    """The GH200 of a real aarch64 host (table capture): auto picks open, even over installed proprietary."""
+    gpus = nvidia_smi.build_facts(GH200_TABLE, source="table")["gpus"]
+    assert [g["name"] for g in gpus] == ["NVIDIA GH200 480GB"]
+    assert nvidia_host.grace_superchip(gpus[0]) == "Grace Hopper"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "580", None) == "open"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "580", "proprietary") == "open"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "550", None) == "open"
+    assert nvidia_host.kernel_module_flavor("proprietary", gpus, "580", None) == "proprietary"
+    assert nvidia_host.kernel_module_problems("proprietary", gpus) == [
+        "NVIDIA GH200 480GB (Grace Hopper superchip, aarch64) runs only the open kernel modules"
+    ]
+    assert nvidia_host.kernel_module_problems("open", gpus) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("NVIDIA GH200 480GB", "Grace Hopper"),
+        ("NVIDIA GH200 144G HBM3e", "Grace Hopper"),
+        ("NVIDIA GB200", "Grace Blackwell"),
+        ("NVIDIA GB300", "Grace Blackwell"),
+        ("NVIDIA GB10", "Grace Blackwell"),
+        ("NVIDIA H200", None),
+        ("NVIDIA B200", None),
+    ],
+)
+def test_grace_superchips(name: str, kind: str | None) -> None:
+    assert nvidia_host.grace_superchip({"name": name}) == kind
+
+
+def test_grace_blackwell_problem_is_named_once() -> None:
+    gb200 = [{"name": "NVIDIA GB200", "compute_capability": "10.0"}] * 4
+    assert nvidia_host.kernel_module_problems("proprietary", gb200) == [
+        "NVIDIA GB200 (Grace Blackwell superchip, aarch64) runs only the open kernel modules"
+    ]
 
 
 # --- NVSwitch ---------------------------------------------------------------------------
@@ -558,3 +605,35 @@ def test_driver_plan_on_the_real_h200_host() -> None:
     other = nvidia_host.driver_plan(packages, ubuntu_570, "570", "", kmod, None)
     assert other["action"] == "conflict"
     assert other["running_branch"] == "580"
+
+
+# --- aarch64 (Grace) repository paths ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("os_vars", "folder"),
+    [
+        ("Ubuntu-22", "ubuntu2204"),
+        ("Ubuntu-24", "ubuntu2404"),
+        ("Debian-12", "debian12"),
+        ("RedHat-9", "rhel9"),
+    ],
+)
+@pytest.mark.parametrize(("arch", "repo_arch"), [("x86_64", "x86_64"), ("aarch64", "sbsa")])
+def test_driver_repository_of_each_cpu_architecture(
+    os_vars: str, folder: str, arch: str, repo_arch: str
+) -> None:
+    """Grace (aarch64) hosts take NVIDIA's server-Arm (sbsa) folder of the same repository, same key."""
+    role = ROOT_DIR / "roles" / "nvidia_driver" / "vars"
+    common = yaml.safe_load((role / "main.yml").read_text())
+    os_specific = yaml.safe_load((role / "os" / f"{os_vars}.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    context: dict[str, Any] = {"ansible_facts": {"architecture": arch}}
+    context["__nvidia_driver_repo_arch"] = env.from_string(common["__nvidia_driver_repo_arch"]).render(
+        context
+    )
+    url = env.from_string(os_specific["__nvidia_driver_repo_default_url"]).render(context)
+    context["__nvidia_driver_repo_default_url"] = url
+    key = env.from_string(os_specific["__nvidia_driver_repo_default_key_url"]).render(context)
+    assert url == f"https://developer.download.nvidia.com/compute/cuda/repos/{folder}/{repo_arch}/"
+    assert key.startswith(url) and key.endswith(".pub")
