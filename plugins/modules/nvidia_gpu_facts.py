@@ -21,7 +21,7 @@ description:
     the next form that answers, C(nvidia-smi -q -x), C(--query-gpu) CSV, the plain C(nvidia-smi)
     table, then C(nvidia-smi -L); C(source) says which, C(notes) why. Later forms fill in what
     that one lacks (the table the CUDA version, C(-L) full names and UUIDs).
-  - C(nvidia-smi -L) is also run when there are MIG devices: only it names their profiles and
+  - C(nvidia-smi -L) is also run when there are MIG devices, since only it names their profiles and
     MIG UUIDs.
   - Compute capability is what C(--query-gpu=compute_cap) reports (asked again without that field
     on drivers before 510, which refuse it), else the product name's
