@@ -1,7 +1,7 @@
 """Planner filters: thin shims over module_utils/vllm_planner (documented in the sidecar YAML files).
 
 vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
-vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared)                           planner GPU dict from facts
+vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared, gpus)                     planner GPU dict from facts
 vllm_fleet_plan_options(vllm_version, group_options, model_options, model_name) one model's planner options
 """
 
@@ -38,7 +38,9 @@ def vllm_fleet_plan(
         ) from exc
 
 
-def vllm_fleet_gpu_spec(nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = False) -> dict[str, Any]:
+def vllm_fleet_gpu_spec(
+    nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = False, gpus: Any = None
+) -> dict[str, Any]:
     """The planner's gpu dict from `ansible_facts.nvidia_gpu`; see vllm_fleet_gpu_spec.yml."""
     try:
         if isinstance(shared, str):
@@ -48,7 +50,7 @@ def vllm_fleet_gpu_spec(nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = Fal
         n = int(nodes)
         if n < 1:
             raise ValueError(f"nodes: must be >= 1, got {nodes!r}")
-        return vllm_planner.gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared))
+        return vllm_planner.gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared), gpus=gpus)
     except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"vllm_fleet_gpu_spec: {exc} (value={_short(nvidia_gpu_facts)})") from exc
 

@@ -267,6 +267,23 @@ def gpu_min_branch(gpus: Iterable[Mapping[str, Any]] | None) -> int | None:
     return max(lows) if lows else None
 
 
+# Grace Hopper and Grace Blackwell superchips (and GB10): the GPU shares one coherent address space
+# with the Grace CPU over NVLink-C2C, on aarch64; NVIDIA drives them with the open kernel modules only.
+GRACE_SUPERCHIPS: tuple[tuple[str, str], ...] = (
+    (r"\bGH200\b", "Grace Hopper"),
+    (r"\bGB200\b|\bGB300\b|\bGB10\b", "Grace Blackwell"),
+)
+
+
+def grace_superchip(gpu: Mapping[str, Any]) -> str | None:
+    """'Grace Hopper' or 'Grace Blackwell' for a superchip GPU fact entry, None for other GPUs."""
+    name = str(gpu.get("name") or "")
+    for pattern, kind in GRACE_SUPERCHIPS:
+        if re.search(pattern, name):
+            return kind
+    return None
+
+
 def kernel_module_flavor(
     requested: str,
     gpus: Iterable[Mapping[str, Any]] | None,
@@ -275,10 +292,11 @@ def kernel_module_flavor(
 ) -> str:
     """``open`` or ``proprietary`` kernel modules for a host.
 
-    ``requested`` is ``open``, ``proprietary`` or ``auto``. ``auto`` keeps the flavour
-    already ``installed``; otherwise it picks the open modules on branch 560 and newer
-    when every GPU is Turing or newer (NVIDIA's default since 560, and the only
-    modules Blackwell runs), else the proprietary ones.
+    ``requested`` is ``open``, ``proprietary`` or ``auto``. ``auto`` picks the open modules on
+    a Grace Hopper / Grace Blackwell host (the only ones those run, whatever is installed);
+    otherwise it keeps the flavour already ``installed``, else picks the open modules on
+    branch 560 and newer when every GPU is Turing or newer (NVIDIA's default since 560, and
+    the only modules Blackwell runs), else the proprietary ones.
     """
     if requested in ("open", "proprietary"):
         return requested
@@ -286,6 +304,8 @@ def kernel_module_flavor(
         raise NvidiaHostError(
             f"'{requested}' is not a kernel module flavour: expected auto, open or proprietary"
         )
+    if any(grace_superchip(g) for g in gpus or []):
+        return "open"
     if installed in ("open", "proprietary"):
         return installed
     number = int(check_branch(branch))
@@ -306,7 +326,10 @@ def kernel_module_problems(flavor: str, gpus: Iterable[Mapping[str, Any]] | None
         if name in seen:
             continue
         seen.add(name)
-        if flavor == "proprietary" and arch == "Blackwell":
+        grace = grace_superchip(gpu)
+        if flavor == "proprietary" and grace:
+            problems.append(f"{name} ({grace} superchip, aarch64) runs only the open kernel modules")
+        elif flavor == "proprietary" and arch == "Blackwell":
             problems.append(f"{name} (Blackwell) runs only the open kernel modules")
         if flavor == "open" and arch in ("Kepler", "Maxwell", "Pascal", "Volta"):
             problems.append(f"{name} ({arch}) runs only the proprietary kernel modules")

@@ -45,7 +45,16 @@ QUERY_FIELDS: tuple[str, ...] = (
     "clocks.max.sm",
 )
 QUERY_ARGS: tuple[str, ...] = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
+# Drivers before 510 refuse the whole query for the one field they lack (compute_cap).
+QUERY_FIELDS_LEGACY: tuple[str, ...] = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
+QUERY_ARGS_LEGACY: tuple[str, ...] = (
+    "--query-gpu=" + ",".join(QUERY_FIELDS_LEGACY),
+    "--format=csv,noheader,nounits",
+)
+TABLE_ARGS: tuple[str, ...] = ()
+LIST_ARGS: tuple[str, ...] = ("-L",)
 DETAIL_ARGS: tuple[str, ...] = ("-q",)
+XML_ARGS: tuple[str, ...] = ("-q", "-x")
 TOPO_ARGS: tuple[str, ...] = ("topo", "-m")
 NVLINK_ARGS: tuple[str, ...] = ("nvlink", "-s")
 
@@ -97,7 +106,9 @@ PRODUCT_TABLE: tuple[tuple[str, str, str, bool | None, int | None], ...] = (
     (r"V100-SXM|V100 SXM", "7.0", "Volta", True, 6),
     (r"\bV100\b|TITAN V\b|Quadro GV100", "7.0", "Volta", None, None),
     (r"\bP100\b", "6.0", "Pascal", None, None),
-    (r"\bP40\b|\bP4\b|\bP6\b|GeForce GTX 10\d0", "6.1", "Pascal", False, None),
+    (r"\bP40\b|\bP4\b|\bP6\b|GeForce GTX 10\d0|Quadro P\d+", "6.1", "Pascal", False, None),
+    # Kepler (drivers up to 470 only)
+    (r"\bK80\b", "3.7", "Kepler", False, None),
 )
 _PRODUCT_RES = tuple((re.compile(p), cc, arch, nv, links) for p, cc, arch, nv, links in PRODUCT_TABLE)
 
@@ -261,6 +272,26 @@ def _parse_tree(lines: list[str]) -> _Node:
 _GPU_HEADER_RE = re.compile(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 
 
+def _blank_gpu(index: int) -> dict[str, Any]:
+    """A GPU entry with every key ``parse_query`` fills, all unknown."""
+    return {
+        "index": index,
+        "uuid": None,
+        "name": None,
+        "architecture": None,
+        "pci_bus_id": None,
+        "memory_total_mib": None,
+        "memory_reserved_mib": None,
+        "persistence_mode": None,
+        "mig_mode": None,
+        "mig_mode_pending": None,
+        "mig_devices": [],
+        "minor_number": None,
+        "fabric_state": None,
+        "fabric_clique_id": None,
+    }
+
+
 def parse_query(text: str) -> dict[str, Any]:
     """Parse ``nvidia-smi -q`` text: host driver/CUDA versions and one dict per GPU."""
     lines = strip_ansi(text).splitlines()
@@ -401,6 +432,49 @@ def parse_query_gpu_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> li
     return rows
 
 
+def report_from_query_gpu(rows: list[dict[str, str | None]]) -> dict[str, Any]:
+    """``parse_query``-shaped report from ``parse_query_gpu_csv`` rows (no CUDA version, no MIG devices)."""
+    result: dict[str, Any] = {"driver_version": None, "cuda_version": None, "attached_gpus": None, "gpus": []}
+    for pos, row in enumerate(rows):
+        index = _int(row.get("index"))
+        gpu = _blank_gpu(pos if index is None else index)
+        gpu.update(
+            {
+                "uuid": row.get("uuid"),
+                "name": row.get("name"),
+                "pci_bus_id": normalize_bus_id(row.get("pci.bus_id")),
+                "memory_total_mib": _mib(row.get("memory.total")),
+                "persistence_mode": _enabled(row.get("persistence_mode")),
+                "mig_mode": _mode(row.get("mig.mode.current")),
+            }
+        )
+        result["gpus"].append(gpu)
+        result["driver_version"] = result["driver_version"] or row.get("driver_version")
+    return result
+
+
+def report_from_list(listed: list[dict[str, Any]]) -> dict[str, Any]:
+    """``parse_query``-shaped report from ``parse_list_gpus`` (names, UUIDs, MIG devices; no memory)."""
+    gpus = []
+    for entry in listed:
+        gpu = _blank_gpu(entry["index"])
+        gpu.update({"uuid": entry["uuid"], "name": entry["name"]})
+        if entry["mig"]:
+            gpu["mig_mode"] = "enabled"
+            gpu["mig_devices"] = [
+                {
+                    "index": mig["device"],
+                    "gpu_instance_id": None,
+                    "compute_instance_id": None,
+                    "memory_total_mib": None,
+                    "multiprocessor_count": None,
+                }
+                for mig in entry["mig"]
+            ]
+        gpus.append(gpu)
+    return {"driver_version": None, "cuda_version": None, "attached_gpus": None, "gpus": gpus}
+
+
 # --- topo -m -------------------------------------------------------------------
 
 _TRAILING_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
@@ -528,6 +602,119 @@ def parse_list_gpus(text: str) -> list[dict[str, Any]]:
     return gpus
 
 
+# --- plain nvidia-smi (the table) ------------------------------------------------
+
+_TABLE_DRIVER_RE = re.compile(r"(?:Driver|KMD) Version:\s*([0-9][0-9.]*)")
+_TABLE_CUDA_RE = re.compile(r"CUDA(?: UMD)? Version:\s*([0-9][0-9.]*)")
+_TABLE_GPU_RE = re.compile(
+    r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<pm>On|Off)\s*\|\s*"
+    r"(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+\S+\s*\|(?P<ecc>[^|]*)\|\s*$"
+)
+_TABLE_MEM_RE = re.compile(r"\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|")
+_TABLE_MIG_RE = re.compile(
+    r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|\s*(\d+)\s"
+)
+
+
+def parse_table(text: str) -> dict[str, Any]:
+    """Parse plain ``nvidia-smi`` (the summary table); same shape as ``parse_query``.
+
+    The table names each GPU (cut to its column, ending in '...' when too long), its PCI bus id,
+    persistence mode, memory total and, from driver 450, MIG mode and the MIG devices table.
+    It has no UUID, no reserved memory and no compute capability. Drivers before 410 print no
+    CUDA version; from 610 the header says 'KMD Version' and 'CUDA UMD Version'.
+    """
+    lines = strip_ansi(text).splitlines()
+    header = next((line for line in lines if "NVIDIA-SMI" in line), "")
+    driver = _TABLE_DRIVER_RE.search(header)
+    cuda = _TABLE_CUDA_RE.search(header)
+    result: dict[str, Any] = {
+        "driver_version": driver.group(1) if driver else None,
+        "cuda_version": cuda.group(1) if cuda else None,
+        "attached_gpus": None,
+        "gpus": [],
+    }
+    section = "gpus"
+    by_index: dict[int, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    row = 0
+    for line in lines:
+        if "| MIG devices:" in line:
+            section, current = "mig", None
+            continue
+        if "| Processes:" in line:
+            section, current = "processes", None
+            continue
+        if section == "gpus":
+            match = _TABLE_GPU_RE.match(line.rstrip())
+            if match:
+                name = match.group("name").strip()
+                current = _blank_gpu(int(match.group("index")))
+                current.update(
+                    {
+                        "name": name,
+                        "pci_bus_id": normalize_bus_id(match.group("bus")),
+                        "persistence_mode": match.group("pm") == "On",
+                    }
+                )
+                result["gpus"].append(current)
+                by_index[current["index"]] = current
+                row = 0
+                continue
+            if current is None or not line.startswith("|"):
+                current = None if line.startswith("+") or not line.strip() else current
+                continue
+            row += 1
+            mem = _TABLE_MEM_RE.search(line)
+            if row == 1 and mem:
+                current["memory_total_mib"] = int(mem.group(2))
+            elif row == 2:
+                current["mig_mode"] = _mode(line.rstrip().rstrip("|").rsplit("|", 1)[-1])
+        elif section == "mig":
+            match = _TABLE_MIG_RE.match(line)
+            if match and int(match.group(1)) in by_index:
+                gpu_idx, gi, ci, dev, _used, total, sms = (int(v) for v in match.groups())
+                by_index[gpu_idx]["mig_devices"].append(
+                    {
+                        "index": dev,
+                        "gpu_instance_id": gi,
+                        "compute_instance_id": ci,
+                        "memory_total_mib": total,
+                        "multiprocessor_count": sms,
+                    }
+                )
+    return result
+
+
+# --- warnings ----------------------------------------------------------------------
+
+_WARNING_RE = re.compile(r"^\s*WARNING:\s*(.+?)\s*$", re.M)
+
+
+def find_warnings(text: str) -> list[str]:
+    """The 'WARNING: ...' lines nvidia-smi prints among its data (infoROM corrupted, ...)."""
+    return [m.group(1) for m in _WARNING_RE.finditer(strip_ansi(text or ""))]
+
+
+def nvlink_warnings(nvlink: dict[int, dict[str, Any]] | None) -> list[str]:
+    """Inactive NVLink links of GPUs whose other links are up, and GPUs whose links are all down."""
+    warnings = []
+    for index, entry in sorted((nvlink or {}).items()):
+        links = entry.get("links") or {}
+        inactive = sorted(link for link, speed in links.items() if not speed)
+        label = f"GPU {index} ({entry.get('name')})"
+        if links and inactive and len(inactive) < len(links):
+            warnings.append(
+                f"{label}: NVLink degraded, links {', '.join(str(i) for i in inactive)} inactive "
+                f"({len(links) - len(inactive)} of {len(links)} active)"
+            )
+        elif links and inactive:
+            warnings.append(f"{label}: all {len(links)} NVLink links inactive")
+        elif "all links are inactive" in (entry.get("message") or "").lower():
+            warnings.append(f"{label}: {entry['message']}")
+    return warnings
+
+
 # --- /proc/driver/nvidia/version -------------------------------------------------
 
 
@@ -551,11 +738,13 @@ def empty_facts(state: str, error: str | None = None) -> dict[str, Any]:
         "nvml_mismatch": state == STATE_NVML_MISMATCH,
         "nvml_library_version": None,
         "error": error,
+        "source": None,
         "gpus": [],
         "models": {},
         "homogeneous": True,
         "topology": _empty_topology("none" if state in (STATE_NO_DEVICES, STATE_NO_DRIVER) else "unknown"),
         "notes": [],
+        "warnings": [],
     }
 
 
@@ -672,21 +861,90 @@ def build_topology(
     return topology
 
 
+def _match(gpu: dict[str, Any], candidates: list[dict[str, Any]], pos: int) -> dict[str, Any] | None:
+    """The entry of another form that describes ``gpu``: same UUID, else same PCI bus id, else same index."""
+    for key in ("uuid", "pci_bus_id"):
+        if gpu.get(key):
+            found = [c for c in candidates if c.get(key) == gpu[key]]
+            if found:
+                return found[0]
+    found = [c for c in candidates if c.get("index") == gpu["index"]]
+    return found[0] if found else (candidates[pos] if pos < len(candidates) and not gpu.get("uuid") else None)
+
+
+def _gpu_instance_profile(profile: str | None) -> str | None:
+    """'1c.3g.71gb' (a compute instance of a 3g.71gb GPU instance) -> '3g.71gb'; '3g.40gb' stays."""
+    if not profile:
+        return None
+    return re.sub(r"^\d+c\.", "", profile)
+
+
+def mig_instances(gpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per MIG GPU instance: its memory once, however many compute instances share it.
+
+    Each compute instance is a CUDA device of its own (its own MIG UUID) but all compute
+    instances of one GPU instance share that instance's memory, so a server per GPU instance
+    (on its first compute instance) is what the memory allows.
+    """
+    instances: dict[Any, dict[str, Any]] = {}
+    for dev in gpu.get("mig_devices") or []:
+        key = dev.get("gpu_instance_id")
+        if key is None:
+            key = ("device", dev.get("index"))
+        inst = instances.get(key)
+        if inst is None:
+            inst = instances[key] = {
+                "gpu_instance_id": dev.get("gpu_instance_id"),
+                "profile": _gpu_instance_profile(dev.get("profile")),
+                "memory_total_mib": dev.get("memory_total_mib"),
+                "multiprocessor_count": 0,
+                "devices": [],
+                "uuids": [],
+            }
+        inst["devices"].append(dev.get("index"))
+        if dev.get("uuid"):
+            inst["uuids"].append(dev["uuid"])
+        inst["multiprocessor_count"] += dev.get("multiprocessor_count") or 0
+        if inst["memory_total_mib"] is None:
+            inst["memory_total_mib"] = dev.get("memory_total_mib")
+        if inst["profile"] is None:
+            inst["profile"] = _gpu_instance_profile(dev.get("profile"))
+    for inst in instances.values():
+        inst["multiprocessor_count"] = inst["multiprocessor_count"] or None
+    return list(instances.values())
+
+
 def build_facts(
     query: dict[str, Any],
     query_gpu: list[dict[str, str | None]] | None = None,
     topo: dict[str, Any] | None = None,
     nvlink: dict[int, dict[str, Any]] | None = None,
     kernel_module_version: str | None = None,
+    listed: list[dict[str, Any]] | None = None,
+    source: str = "query",
 ) -> dict[str, Any]:
-    """Combine parsed outputs (``parse_query`` or ``parse_query_xml`` first) into the facts."""
-    gpus = [dict(g) for g in query["gpus"]]
+    """Combine parsed outputs into the facts.
+
+    ``query`` is the report the GPUs come from (``parse_query``, ``parse_query_xml``,
+    ``report_from_query_gpu``, ``parse_table`` or ``report_from_list``) and ``source`` names its
+    form. ``query_gpu`` rows supply the compute capability the driver reports; ``listed``
+    (``parse_list_gpus``) the MIG profile names and UUIDs, which only ``-L`` prints.
+    """
+    gpus = [dict(g, mig_devices=[dict(d) for d in g.get("mig_devices") or []]) for g in query["gpus"]]
     facts = empty_facts(STATE_OK if gpus else STATE_NO_DEVICES)
     if not gpus:
         facts["error"] = "nvidia-smi reported no GPUs"
-    by_uuid = {row.get("uuid"): row for row in query_gpu or []}
-    for gpu in gpus:
-        row = by_uuid.get(gpu["uuid"])
+    rows = [
+        {
+            "index": _int(r.get("index")),
+            "uuid": r.get("uuid"),
+            "pci_bus_id": normalize_bus_id(r.get("pci.bus_id")),
+            "compute_cap": r.get("compute_cap"),
+        }
+        for r in query_gpu or []
+    ]
+    for pos, gpu in enumerate(gpus):
+        row = _match(gpu, rows, pos) if rows else None
         info = product_info(gpu["name"])
         cc = row.get("compute_cap") if row else None
         if cc:
@@ -700,6 +958,13 @@ def build_facts(
             gpu["compute_capability"], gpu["compute_capability_source"] = None, None
         if not gpu.get("architecture") and info:
             gpu["architecture"] = info["architecture"]
+        entry = _match(gpu, listed, pos) if listed else None
+        by_device = {m["device"]: m for m in (entry or {}).get("mig", [])}
+        for dev in gpu["mig_devices"]:
+            mig = by_device.get(dev.get("index"), {})
+            dev["profile"] = mig.get("profile")
+            dev["uuid"] = mig.get("uuid")
+        gpu["mig_instances"] = mig_instances(gpu)
         gpu.setdefault("numa_node", None)
         gpu.setdefault("cpu_affinity", None)
     topology = build_topology(gpus, topo, nvlink)
@@ -709,6 +974,7 @@ def build_facts(
     facts.update(
         {
             "present": bool(gpus),
+            "source": source if gpus else None,
             "count": len(gpus),
             "driver_version": query.get("driver_version"),
             "cuda_version": query.get("cuda_version"),
@@ -717,6 +983,7 @@ def build_facts(
             "models": models,
             "homogeneous": len(models) <= 1,
             "topology": topology,
+            "warnings": nvlink_warnings(nvlink),
         }
     )
     attached = query.get("attached_gpus")
@@ -725,27 +992,111 @@ def build_facts(
     return facts
 
 
+# The forms GPUs are read from, most detailed first: key in ``results``, words for notes, parser.
+FORMS: tuple[tuple[str, str], ...] = (
+    ("query", "nvidia-smi -q"),
+    ("query_xml", "nvidia-smi -q -x"),
+    ("query_gpu", "nvidia-smi --query-gpu"),
+    ("table", "nvidia-smi"),
+    ("list", "nvidia-smi -L"),
+)
+# Failures that no other form of nvidia-smi gets past.
+HOST_FAILURES = (STATE_NVML_MISMATCH, STATE_NO_DEVICES, STATE_DRIVER_NOT_LOADED, STATE_NVML_MISSING)
+
+
+def host_failure(result: tuple[int | None, str, str]) -> dict[str, Any] | None:
+    """The failure of one nvidia-smi call when it is the host's (NVML, driver), None otherwise."""
+    rc, out, err = result
+    failure = classify_failure(out + ("\n" + err if err else ""), 12 if rc == 12 else None)
+    return failure if failure and failure["state"] in HOST_FAILURES else None
+
+
+def query_gpu_needs_legacy(result: tuple[int | None, str, str]) -> bool:
+    """The --query-gpu call failed because the driver does not know a field (compute_cap before 510)."""
+    rc, out, err = result
+    return rc not in (0, None) and "not a valid field" in (out + err)
+
+
+def next_call(
+    results: dict[str, tuple[int | None, str, str]], topology: bool = True
+) -> tuple[str, tuple[str, ...]] | None:
+    """The next nvidia-smi call to make given the results so far, as (results key, arguments); None when done.
+
+    ``-q`` first. A host failure (NVML, driver) or a hung ``-q`` ends it. Then the CSV query
+    (again without compute_cap when the driver refuses that field); when ``-q`` printed no report,
+    ``-q -x``, the table and ``-L`` as fallbacks; ``-L`` also when there are MIG devices (only it names
+    their profiles); then ``topo -m`` and ``nvlink -s`` when ``topology``.
+    """
+    if "query" not in results:
+        return "query", DETAIL_ARGS
+    rc, out, _err = results["query"]
+    if rc is None or host_failure(results["query"]) is not None:
+        return None
+    report = "Attached GPUs" in out
+    wanted: list[tuple[str, tuple[str, ...]]] = [("query_gpu", QUERY_ARGS)]
+    if "query_gpu" in results and query_gpu_needs_legacy(results["query_gpu"]):
+        wanted.append(("query_gpu_legacy", QUERY_ARGS_LEGACY))
+    if not report:
+        wanted = [("query_xml", XML_ARGS), *wanted, ("table", TABLE_ARGS)]
+    if not report or "MIG Device" in out:
+        wanted.append(("list", LIST_ARGS))
+    if topology:
+        wanted += [("topo", TOPO_ARGS), ("nvlink", NVLINK_ARGS)]
+    return next(((key, args) for key, args in wanted if key not in results), None)
+
+
+def _query_xml_report(text: str) -> dict[str, Any]:
+    if "<nvidia_smi_log" not in text:
+        raise ValueError("printed no XML report")
+    try:
+        return parse_query_xml(text)
+    except ET.ParseError as exc:
+        raise ValueError(f"printed XML that does not parse: {exc}") from None
+
+
+def _query_report(text: str) -> dict[str, Any]:
+    if "Attached GPUs" not in text:
+        raise ValueError("printed no GPU report")
+    return parse_query(text)
+
+
+def _query_gpu_rows(
+    results: dict[str, tuple[int | None, str, str]],
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Rows of the --query-gpu call that answered (the full field list, else the legacy one), and why not."""
+    for key, fields in (("query_gpu", QUERY_FIELDS), ("query_gpu_legacy", QUERY_FIELDS_LEGACY)):
+        if key not in results:
+            continue
+        rc, out, err = results[key]
+        if rc != 0:
+            continue
+        try:
+            rows = parse_query_gpu_csv(out, fields)
+        except ValueError as exc:
+            return None, f"output not understood: {exc}"
+        return rows, None
+    return None, None
+
+
 def facts_from_results(
     results: dict[str, tuple[int | None, str, str]],
     kernel_module_version: str | None = None,
 ) -> dict[str, Any]:
     """Facts from raw command results.
 
-    ``results`` maps 'query' (``-q``), 'query_gpu', 'topo', 'nvlink' to (rc, stdout, stderr);
-    only 'query' is required. rc None means the command timed out.
+    ``results`` maps 'query' (``-q``), 'query_xml' (``-q -x``), 'query_gpu' (``QUERY_ARGS``),
+    'query_gpu_legacy' (``QUERY_ARGS_LEGACY``), 'table' (plain ``nvidia-smi``), 'list' (``-L``),
+    'topo' and 'nvlink' to (rc, stdout, stderr) (``next_call`` says which to make); only 'query'
+    is required. rc None means the command timed out.
+    The GPUs come from the first of -q, -q -x, --query-gpu, the table and -L that describes any
+    (``source`` says which); the others fill in what that form lacks.
     """
     rc, out, err = results["query"]
     if rc is None:
         facts = empty_facts(STATE_TIMEOUT, "nvidia-smi -q did not answer in time (hung driver or GPU?)")
         facts["kernel_module_version"] = kernel_module_version
         return facts
-    failure = classify_failure(out + ("\n" + err if err else ""), rc)
-    if failure is None and "Attached GPUs" not in out:
-        failure = {
-            "state": STATE_ERROR,
-            "message": "nvidia-smi -q printed no GPU report",
-            "nvml_library_version": None,
-        }
+    failure = host_failure(results["query"])
     if failure is not None:
         facts = empty_facts(failure["state"], failure["message"])
         facts["nvml_library_version"] = failure["nvml_library_version"]
@@ -753,14 +1104,19 @@ def facts_from_results(
         return facts
     notes: list[str] = []
 
+    def describe(what: str, result: tuple[int | None, str, str]) -> str:
+        """'<call> exited N: <first line it printed>'."""
+        orc, oout, oerr = result
+        reason = "timed out" if orc is None else f"exited {orc}"
+        detail = [line.strip() for line in (oout.strip() or oerr.strip()).splitlines() if line.strip()][:1]
+        return f"{what} {reason}{': ' + detail[0] if detail else ''}"
+
     def optional(key: str, what: str, parser: Any) -> Any:
         if key not in results:
             return None
-        orc, oout, oerr = results[key]
+        orc, oout, _oerr = results[key]
         if orc != 0:
-            reason = "timed out" if orc is None else f"exited {orc}"
-            detail = (oout.strip() or oerr.strip()).splitlines()[:1]
-            notes.append(f"{what} {reason}{': ' + detail[0] if detail else ''}")
+            notes.append(describe(what, results[key]))
             return None
         try:
             return parser(oout)
@@ -768,13 +1124,99 @@ def facts_from_results(
             notes.append(f"{what} output not understood: {exc}")
             return None
 
-    query_gpu = optional("query_gpu", "nvidia-smi " + " ".join(QUERY_ARGS), parse_query_gpu_csv)
+    query_gpu, csv_problem = _query_gpu_rows(results)
+    if "query_gpu" in results and query_gpu is None:
+        failed = results.get("query_gpu_legacy", results["query_gpu"])
+        what = "nvidia-smi " + " ".join(QUERY_ARGS_LEGACY if "query_gpu_legacy" in results else QUERY_ARGS)
+        notes.append(f"{what} {csv_problem}" if csv_problem else describe(what, failed))
+    elif "query_gpu_legacy" in results and query_gpu is not None:
+        notes.append(
+            "nvidia-smi --query-gpu does not know compute_cap on this driver: compute capability "
+            "from the product name"
+        )
+    reports: dict[str, dict[str, Any]] = {}
+    failures: list[str] = []
+    for key, what in FORMS:
+        if key not in results:
+            continue
+        orc, oout, oerr = results[key]
+        try:
+            if key == "query":
+                report = _query_report(oout)
+            elif key == "query_xml":
+                report = _query_xml_report(oout)
+            elif key == "query_gpu":
+                report = report_from_query_gpu(query_gpu) if query_gpu else {"gpus": []}
+            elif key == "table":
+                report = parse_table(oout)
+            else:
+                report = report_from_list(parse_list_gpus(oout))
+        except ValueError as exc:
+            failures.append(f"{what} {exc}" if orc == 0 else describe(what, results[key]))
+            continue
+        if report["gpus"] or (key == "query" and orc == 0):
+            reports[key] = report
+            if orc not in (0, None):
+                failures.append(f"{what} exited {orc} but printed its report")
+        elif key != "query_gpu":
+            failures.append(describe(what, results[key]) if orc != 0 else f"{what} described no GPU")
+    source = next((key for key, _what in FORMS if key in reports), None)
+    if source is None:
+        first = failures[0] if failures else "nvidia-smi -q printed no GPU report"
+        facts = empty_facts(STATE_ERROR, first)
+        facts["kernel_module_version"] = kernel_module_version
+        facts["notes"] = notes + failures[1:]
+        facts["warnings"] = _all_warnings(results)
+        return facts
+    notes.extend(failures)
+    if source != "query":
+        notes.append(f"GPUs read from {dict(FORMS)[source]} (the forms before it gave none)")
+    report = dict(reports[source])
+    for key in ("table", "query_gpu"):
+        other = reports.get(key)
+        if other:
+            report["driver_version"] = report.get("driver_version") or other.get("driver_version")
+            report["cuda_version"] = report.get("cuda_version") or other.get("cuda_version")
+    if source in ("query_gpu", "list") and "table" in reports:
+        # The table holds memory, persistence and MIG devices the list lacks, and MIG devices the CSV lacks.
+        table = reports["table"]["gpus"]
+        merged = []
+        for pos, gpu in enumerate(report["gpus"]):
+            row = _match(gpu, table, pos) or {}
+            gpu = dict(gpu)
+            for key, value in row.items():
+                if gpu.get(key) in (None, []) and key not in ("uuid", "name"):
+                    gpu[key] = value
+            merged.append(gpu)
+        report["gpus"] = merged
+    if source == "table" and "list" in reports:
+        # -L prints the names in full (the table cuts them) and the UUIDs.
+        listed_gpus = reports["list"]["gpus"]
+        report["gpus"] = [
+            dict(g, **{k: (_match(g, listed_gpus, pos) or {}).get(k) or g[k] for k in ("uuid", "name")})
+            for pos, g in enumerate(report["gpus"])
+        ]
     topo = optional("topo", "nvidia-smi topo -m", parse_topo_matrix)
     nvlink = optional("nvlink", "nvidia-smi nvlink -s", parse_nvlink_status)
-    facts = build_facts(parse_query(out), query_gpu, topo, nvlink, kernel_module_version)
+    listed = optional("list", "nvidia-smi -L", parse_list_gpus) if "list" in results else None
+    facts = build_facts(report, query_gpu, topo, nvlink, kernel_module_version, listed=listed, source=source)
+    facts["warnings"] = _all_warnings(results) + facts["warnings"]
+    truncated = [g["name"] for g in facts["gpus"] if (g["name"] or "").endswith("...")]
+    if truncated:
+        notes.append(f"GPU names cut by the table: {', '.join(sorted(set(truncated)))}")
     facts["notes"] = notes + facts["notes"]
     if kernel_module_version and facts["driver_version"] and kernel_module_version != facts["driver_version"]:
         facts["notes"].append(
             f"loaded kernel module {kernel_module_version} differs from driver {facts['driver_version']}"
         )
     return facts
+
+
+def _all_warnings(results: dict[str, tuple[int | None, str, str]]) -> list[str]:
+    """Every distinct 'WARNING:' line of every call, in call order."""
+    seen: list[str] = []
+    for _rc, out, err in results.values():
+        for warning in find_warnings(out) + find_warnings(err):
+            if warning not in seen:
+                seen.append(warning)
+    return seen

@@ -17,9 +17,19 @@ description:
     that say so (C(present=false) and a C(state)); the module does not fail for them.
   - A kernel module that does not match the userspace library (driver upgraded without a
     reboot) is reported as C(nvml_mismatch=true) with NVIDIA's message.
-  - Only C(nvidia-smi -q) is required; when the other commands fail the facts say so in
-    C(notes) and fall back (compute capability from the product name, links from the
+  - When C(nvidia-smi -q) prints no report (old driver, broken C(-q)), the GPUs are read from
+    the next form that answers, C(nvidia-smi -q -x), C(--query-gpu) CSV, the plain C(nvidia-smi)
+    table, then C(nvidia-smi -L); C(source) says which, C(notes) why. Later forms fill in what
+    that one lacks (the table the CUDA version, C(-L) full names and UUIDs).
+  - C(nvidia-smi -L) is also run when there are MIG devices, since only it names their profiles and
+    MIG UUIDs.
+  - Compute capability is what C(--query-gpu=compute_cap) reports (asked again without that field
+    on drivers before 510, which refuse it), else the product name's
+    (C(compute_capability_source)).
+  - When the other commands fail the facts say so in C(notes) and fall back (links from the
     NVSwitch fabric state or the product's lack of NVLink).
+  - C(warnings) lists what nvidia-smi warns about among its data (a corrupted infoROM) and
+    inactive NVLink links of a GPU whose other links are up.
 version_added: "1.0.0"
 author: vllm-fleet maintainers (@vllm-fleet)
 options:
@@ -114,14 +124,26 @@ ansible_facts:
             Why no GPU facts could be read, in NVIDIA's or the module's words; null when
             C(state=ok).
           type: str
+        source:
+          description: >-
+            The nvidia-smi form the GPUs were read from - C(query) (C(-q)), C(query_xml)
+            (C(-q -x)), C(query_gpu) (C(--query-gpu) CSV), C(table) (plain C(nvidia-smi)) or
+            C(list) (C(-L)); null when no GPU was read.
+          type: str
+          sample: query
         gpus:
           description: >-
             One entry per GPU with index, uuid, name, architecture, pci_bus_id,
             memory_total_mib, memory_reserved_mib (framebuffer the driver keeps; CUDA sees total minus
             this), compute_capability, compute_capability_source
-            (C(nvidia-smi) or C(product)), persistence_mode, mig_mode (enabled, disabled,
-            null when unsupported), mig_mode_pending, mig_devices, minor_number,
-            fabric_state, fabric_clique_id, numa_node and cpu_affinity.
+            (C(nvidia-smi) when C(--query-gpu) reported it, C(product) when taken from the product
+            name), persistence_mode, mig_mode (enabled, disabled, null when unsupported),
+            mig_mode_pending, mig_devices (index, gpu_instance_id, compute_instance_id,
+            memory_total_mib, multiprocessor_count, profile and uuid from C(-L)), mig_instances
+            (one per MIG GPU instance - gpu_instance_id, profile, memory_total_mib counted once
+            however many compute instances share it, multiprocessor_count, devices, uuids),
+            minor_number, fabric_state, fabric_clique_id, numa_node and cpu_affinity. Forms other
+            than C(-q) leave what they do not print null (the table has no uuid, C(-L) no memory).
           type: list
           elements: dict
         models:
@@ -143,6 +165,12 @@ ansible_facts:
           description: What could not be read and which fallback was used.
           type: list
           elements: str
+        warnings:
+          description: >-
+            What nvidia-smi warned about among its data (C(infoROM is corrupted at gpu ...)) and
+            degraded NVLink (inactive links next to active ones, or all links down).
+          type: list
+          elements: str
 """
 
 import os
@@ -150,13 +178,10 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.nvidia_smi import (
-    DETAIL_ARGS,
-    NVLINK_ARGS,
-    QUERY_ARGS,
     STATE_NO_DRIVER,
-    TOPO_ARGS,
     empty_facts,
     facts_from_results,
+    next_call,
     parse_proc_version,
 )
 
@@ -196,13 +221,10 @@ def gather(binary: str | None, timeout: int, topology: bool) -> dict:
         )
         facts["kernel_module_version"] = kernel
         return facts
-    results = {"query": _run(binary, DETAIL_ARGS, timeout)}
-    rc, out, _err = results["query"]
-    if rc == 0 and "Attached GPUs" in out:
-        results["query_gpu"] = _run(binary, QUERY_ARGS, timeout)
-        if topology:
-            results["topo"] = _run(binary, TOPO_ARGS, timeout)
-            results["nvlink"] = _run(binary, NVLINK_ARGS, timeout)
+    results: dict[str, tuple[int | None, str, str]] = {}
+    while (call := next_call(results, topology)) is not None:
+        key, args = call
+        results[key] = _run(binary, args, timeout)
     return facts_from_results(results, kernel_module_version=kernel)
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import jinja2
 import pytest
+import yaml
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host, nvidia_smi
 from nvidia_smi_profiles import ROOT as ROOT_DIR
 from nvidia_smi_profiles import capture
@@ -25,6 +27,7 @@ def profile_facts(name: str) -> dict[str, Any]:
 
 
 # --- versions ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("version", "branch"),
@@ -58,6 +61,7 @@ def test_check_branch_rejects(bad: Any) -> None:
 
 
 # --- CUDA <-> branch ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("cuda", "branch"),
@@ -121,6 +125,7 @@ def test_cuda_version_from_image(config: dict[str, Any] | None, cuda: str | None
 
 
 # --- GPUs and branches (real captures) -----------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("profile", "branch", "problem"),
@@ -200,7 +205,53 @@ def test_kernel_module_problems() -> None:
         nvidia_host.kernel_module_flavor("closed", [], "580")
 
 
+GH200_TABLE = nvidia_smi.parse_table(
+    (
+        ROOT_DIR / "tests" / "data" / "nvidia-smi" / "captures" / "gh200-aarch64-table" / "nvidia-smi.txt"
+    ).read_text()
+)
+
+
+def test_grace_hopper_runs_only_the_open_modules() -> None:
+    """The GH200 of a real aarch64 host (table capture): auto picks open, even over installed proprietary."""
+    gpus = nvidia_smi.build_facts(GH200_TABLE, source="table")["gpus"]
+    assert [g["name"] for g in gpus] == ["NVIDIA GH200 480GB"]
+    assert nvidia_host.grace_superchip(gpus[0]) == "Grace Hopper"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "580", None) == "open"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "580", "proprietary") == "open"
+    assert nvidia_host.kernel_module_flavor("auto", gpus, "550", None) == "open"
+    assert nvidia_host.kernel_module_flavor("proprietary", gpus, "580", None) == "proprietary"
+    assert nvidia_host.kernel_module_problems("proprietary", gpus) == [
+        "NVIDIA GH200 480GB (Grace Hopper superchip, aarch64) runs only the open kernel modules"
+    ]
+    assert nvidia_host.kernel_module_problems("open", gpus) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("NVIDIA GH200 480GB", "Grace Hopper"),
+        ("NVIDIA GH200 144G HBM3e", "Grace Hopper"),
+        ("NVIDIA GB200", "Grace Blackwell"),
+        ("NVIDIA GB300", "Grace Blackwell"),
+        ("NVIDIA GB10", "Grace Blackwell"),
+        ("NVIDIA H200", None),
+        ("NVIDIA B200", None),
+    ],
+)
+def test_grace_superchips(name: str, kind: str | None) -> None:
+    assert nvidia_host.grace_superchip({"name": name}) == kind
+
+
+def test_grace_blackwell_problem_is_named_once() -> None:
+    gb200 = [{"name": "NVIDIA GB200", "compute_capability": "10.0"}] * 4
+    assert nvidia_host.kernel_module_problems("proprietary", gb200) == [
+        "NVIDIA GB200 (Grace Blackwell superchip, aarch64) runs only the open kernel modules"
+    ]
+
+
 # --- NVSwitch ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("profile", "needed"),
@@ -247,30 +298,162 @@ INSTALLED_570 = pkgs(nvidia_driver_cuda="570.172.08-1", nvidia_kernel_open_dkms=
 PLAN_CASES = [
     # id, packages, wanted, branch, version, kernel module, nvidia-smi, adopt -> action, pin, reboot reasons
     ("fresh host", {}, DEBIAN, "580", "", None, None, True, "install", "580.*", 0),
-    ("fresh host, exact version", {}, DEBIAN, "580", "580.95.05-1", None, None, True,
-     "install", "580.95.05-1", 0),
-    ("installed and loaded", INSTALLED_580, DEBIAN, "580", "", "580.159.04", "580.159.04", True,
-     "none", "580.159.04-1", 0),
-    ("installed, exact version matches", INSTALLED_580, DEBIAN, "580", "580.159.04-1", "580.159.04",
-     "580.159.04", True, "none", "580.159.04-1", 0),
-    ("installed, other exact version wanted", INSTALLED_580, DEBIAN, "580", "580.95.05-1", "580.159.04",
-     "580.159.04", True, "install", "580.95.05-1", 1),
-    ("upgraded without reboot", INSTALLED_580, DEBIAN, "580", "", "570.172.08", None, True,
-     "none", "580.159.04-1", 1),
-    ("branch change on a live host", INSTALLED_570, DEBIAN, "580", "", "570.172.08", "570.172.08", True,
-     "install", "580.*", 1),
-    ("installed, module not loaded yet", INSTALLED_580, DEBIAN, "580", "", None, None, True,
-     "none", "580.159.04-1", 0),
-    ("runfile/image driver of the branch", pkgs(bash="5.2"), UBUNTU, "580", "", "580.159.04", "580.159.04",
-     True, "external", None, 0),
-    ("driver of the branch seen by nvidia-smi only", {}, UBUNTU, "580", "", None, "580.159.04", True,
-     "external", None, 0),
-    ("external driver, adopting switched off", {}, UBUNTU, "580", "", "580.159.04", "580.159.04", False,
-     "conflict", None, 0),
-    ("external driver of another branch", {}, UBUNTU, "580", "", "550.127.05", "550.127.05", True,
-     "conflict", None, 0),
-    ("half-installed", pkgs(nvidia_driver_cuda="580.159.04-1"), DEBIAN, "580", "", None, None, True,
-     "install", "580.*", 0),
+    (
+        "fresh host, exact version",
+        {},
+        DEBIAN,
+        "580",
+        "580.95.05-1",
+        None,
+        None,
+        True,
+        "install",
+        "580.95.05-1",
+        0,
+    ),
+    (
+        "installed and loaded",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "installed, exact version matches",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "580.159.04-1",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "installed, other exact version wanted",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "580.95.05-1",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "install",
+        "580.95.05-1",
+        1,
+    ),
+    (
+        "upgraded without reboot",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        "570.172.08",
+        None,
+        True,
+        "none",
+        "580.159.04-1",
+        1,
+    ),
+    (
+        "branch change on a live host",
+        INSTALLED_570,
+        DEBIAN,
+        "580",
+        "",
+        "570.172.08",
+        "570.172.08",
+        True,
+        "install",
+        "580.*",
+        1,
+    ),
+    (
+        "installed, module not loaded yet",
+        INSTALLED_580,
+        DEBIAN,
+        "580",
+        "",
+        None,
+        None,
+        True,
+        "none",
+        "580.159.04-1",
+        0,
+    ),
+    (
+        "runfile/image driver of the branch",
+        pkgs(bash="5.2"),
+        UBUNTU,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        True,
+        "external",
+        None,
+        0,
+    ),
+    (
+        "driver of the branch seen by nvidia-smi only",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        None,
+        "580.159.04",
+        True,
+        "external",
+        None,
+        0,
+    ),
+    (
+        "external driver, adopting switched off",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        "580.159.04",
+        "580.159.04",
+        False,
+        "conflict",
+        None,
+        0,
+    ),
+    (
+        "external driver of another branch",
+        {},
+        UBUNTU,
+        "580",
+        "",
+        "550.127.05",
+        "550.127.05",
+        True,
+        "conflict",
+        None,
+        0,
+    ),
+    (
+        "half-installed",
+        pkgs(nvidia_driver_cuda="580.159.04-1"),
+        DEBIAN,
+        "580",
+        "",
+        None,
+        None,
+        True,
+        "install",
+        "580.*",
+        0,
+    ),
 ]
 
 
@@ -358,15 +541,26 @@ def test_dpkg_status() -> None:
     ("version", "expected"),
     [
         ("1.17.8-1", ["libnvidia-container-tools"]),
-        ("1.18.0-1", ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
-                      "libnvidia-container-tools"]),
+        (
+            "1.18.0-1",
+            [
+                "nvidia-container-toolkit",
+                "nvidia-container-toolkit-base",
+                "libnvidia-container1",
+                "libnvidia-container-tools",
+            ],
+        ),
         ("", ["libnvidia-container-tools"]),
     ],
 )
 def test_packages_to_install(version: str, expected: list[str]) -> None:
     status = nvidia_host.dpkg_status(DPKG_OUTPUT)
-    names = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
-             "libnvidia-container-tools"]
+    names = [
+        "nvidia-container-toolkit",
+        "nvidia-container-toolkit-base",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+    ]
     assert nvidia_host.packages_to_install(status, names, version) == expected
 
 
@@ -411,3 +605,35 @@ def test_driver_plan_on_the_real_h200_host() -> None:
     other = nvidia_host.driver_plan(packages, ubuntu_570, "570", "", kmod, None)
     assert other["action"] == "conflict"
     assert other["running_branch"] == "580"
+
+
+# --- aarch64 (Grace) repository paths ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("os_vars", "folder"),
+    [
+        ("Ubuntu-22", "ubuntu2204"),
+        ("Ubuntu-24", "ubuntu2404"),
+        ("Debian-12", "debian12"),
+        ("RedHat-9", "rhel9"),
+    ],
+)
+@pytest.mark.parametrize(("arch", "repo_arch"), [("x86_64", "x86_64"), ("aarch64", "sbsa")])
+def test_driver_repository_of_each_cpu_architecture(
+    os_vars: str, folder: str, arch: str, repo_arch: str
+) -> None:
+    """Grace (aarch64) hosts take NVIDIA's server-Arm (sbsa) folder of the same repository, same key."""
+    role = ROOT_DIR / "roles" / "nvidia_driver" / "vars"
+    common = yaml.safe_load((role / "main.yml").read_text())
+    os_specific = yaml.safe_load((role / "os" / f"{os_vars}.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    context: dict[str, Any] = {"ansible_facts": {"architecture": arch}}
+    context["__nvidia_driver_repo_arch"] = env.from_string(common["__nvidia_driver_repo_arch"]).render(
+        context
+    )
+    url = env.from_string(os_specific["__nvidia_driver_repo_default_url"]).render(context)
+    context["__nvidia_driver_repo_default_url"] = url
+    key = env.from_string(os_specific["__nvidia_driver_repo_default_key_url"]).render(context)
+    assert url == f"https://developer.download.nvidia.com/compute/cuda/repos/{folder}/{repo_arch}/"
+    assert key.startswith(url) and key.endswith(".pub")

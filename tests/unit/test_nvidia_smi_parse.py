@@ -39,6 +39,19 @@ EXPECTED = {
         "disabled",
         True,
     ),
+    "h200x1-mig": (
+        1,
+        "NVIDIA H200",
+        143771,
+        "9.0",
+        "590.48.01",
+        "13.1",
+        "00000000:83:00.0",
+        "00000000:83:00.0",
+        "GPU-00000000-0000-0000-0000-000000000000",
+        "enabled",
+        True,
+    ),
     "h100x1-mig": (
         1,
         "NVIDIA H100 80GB HBM3",
@@ -275,6 +288,8 @@ EXPECTED = {
     ),
 }
 FAILURE_PROFILES = {"nvml-mismatch", "no-devices", "driver-not-loaded"}
+# Hosts where only the plain table answers (test_nvidia_smi_fallbacks.py).
+TABLE_ONLY_PROFILES = {"gh200x1-table", "p4000x1-inforom"}
 
 
 def _report(profile: str) -> dict:
@@ -286,7 +301,7 @@ def _report(profile: str) -> dict:
 
 def test_every_profile_has_expectations() -> None:
     profiles = set(profile_names()) - {p for p in profile_names() if p.endswith("-device")}
-    assert profiles == set(EXPECTED) | FAILURE_PROFILES
+    assert profiles == set(EXPECTED) | FAILURE_PROFILES | TABLE_ONLY_PROFILES
 
 
 @pytest.mark.parametrize("profile", sorted(EXPECTED))
@@ -336,6 +351,10 @@ def test_xml_and_text_reports_of_the_same_host_agree() -> None:
     [
         # (gpu_instance_id, compute_instance_id, memory MiB, SMs) read off the captures
         ("h100x1-mig", [(2, 0, 40448, 60), (3, 0, 20096, 32), (9, 0, 9984, 16), (10, 0, 9984, 16)]),
+        (
+            "h200x1-mig",
+            [(2, 0, 71424, 16), (2, 1, 71424, 32), (3, 0, 33280, 32), (9, 0, 16384, 16), (10, 0, 16384, 16)],
+        ),
         ("a100x1-mig-xml", [(3, 0, 19968, 14), (4, 0, 19968, 14), (5, 0, 19968, 14), (6, 0, 19968, 14)]),
     ],
 )
@@ -413,6 +432,11 @@ def test_list_gpus_with_mig() -> None:
         ("Quadro RTX 8000", "7.5", "Turing"),
         ("Tesla V100-SXM2-16GB", "7.0", "Volta"),
         ("Tesla P100-PCIE-16GB", "6.0", "Pascal"),
+        ("Quadro P4000", "6.1", "Pascal"),
+        ("Tesla K80", "3.7", "Kepler"),
+        ("GeForce RTX 2080 Ti", "7.5", "Turing"),
+        ("NVIDIA GeForce RTX 2060", "7.5", "Turing"),
+        ("NVIDIA GeForce RTX 3060 Ti", "8.6", "Ampere"),
     ],
 )
 def test_product_table(name: str, cc: str, arch: str) -> None:

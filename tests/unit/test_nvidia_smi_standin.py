@@ -14,6 +14,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidi
 from nvidia_smi_profiles import INSTALLER, PROFILES_DIR, STANDIN, load_profile, profile_names
 
 QUERY = " ".join(nvidia_smi.QUERY_ARGS)
+LEGACY = " ".join(nvidia_smi.QUERY_ARGS_LEGACY)
 
 
 def run(profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -21,11 +22,17 @@ def run(profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(STANDIN), *args], capture_output=True, env=env, check=False)
 
 
-def test_standin_knows_the_modules_query_form() -> None:
+@pytest.mark.parametrize(("constant", "query"), [("FACTS_QUERY", QUERY), ("FACTS_QUERY_LEGACY", LEGACY)])
+def test_standin_knows_the_modules_query_forms(constant: str, query: str) -> None:
     source = STANDIN.read_text()
-    match = re.search(r'FACTS_QUERY = \(\n((?:\s+".*"\n)+)\)', source)
-    assert match, "FACTS_QUERY not found in the stand-in"
-    assert "".join(re.findall(r'"(.*)"', match.group(1))) == QUERY
+    match = re.search(constant + r' = \(\n((?:\s+".*"\n)+)\)', source)
+    assert match, f"{constant} not found in the stand-in"
+    assert "".join(re.findall(r'"(.*)"', match.group(1))) == query
+
+
+def test_legacy_query_not_captured_is_refused_as_not_captured() -> None:
+    result = run(PROFILES_DIR / "h200x1", *nvidia_smi.QUERY_ARGS_LEGACY)
+    assert result.returncode == 2 and b"has no capture for" in result.stderr
 
 
 @pytest.mark.parametrize("profile", profile_names())
@@ -35,21 +42,35 @@ def test_profile_is_consistent(profile: str) -> None:
     assert (PROFILES_DIR / profile / "SOURCE.md").is_file()
     for invocation, filename in data["outputs"].items():
         assert (PROFILES_DIR / profile / filename).is_file(), f"{invocation!r} -> missing {filename}"
-        assert invocation in {"", "-L", "-q", "-q -x", "topo -m", "nvlink -s", "--version", QUERY} or (
-            invocation.startswith("--query-gpu=")
-        ), f"{profile}: {invocation!r} is not a form the stand-in canonicalises to"
+        assert invocation in {
+            "",
+            "-L",
+            "-q",
+            "-q -x",
+            "topo -m",
+            "nvlink -s",
+            "--version",
+            QUERY,
+            LEGACY,
+        } or (invocation.startswith("--query-gpu=")), (
+            f"{profile}: {invocation!r} is not a form the stand-in canonicalises to"
+        )
     if data["failure"]:
         assert data["outputs"] == {}
         assert (PROFILES_DIR / profile / data["failure"]["output"]).is_file()
     else:
-        assert "-q" in data["outputs"] or "-q -x" in data["outputs"]
+        # Some form the facts module reads GPUs from (-q, its CSV query, the table, -L).
+        assert {"-q", "-q -x", QUERY, LEGACY, "", "-L"} & set(data["outputs"])
+    assert set(data.get("exit_codes") or {}) <= set(data["outputs"])
 
 
 @pytest.mark.parametrize("profile", [p for p in profile_names() if not load_profile(p)["failure"]])
 def test_replays_every_capture_byte_for_byte(profile: str) -> None:
     for invocation, filename in load_profile(profile)["outputs"].items():
         result = run(PROFILES_DIR / profile, *invocation.split())
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == (load_profile(profile).get("exit_codes") or {}).get(invocation, 0), (
+            result.stderr
+        )
         assert result.stdout == (PROFILES_DIR / profile / filename).read_bytes()
 
 

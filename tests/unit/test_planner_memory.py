@@ -180,14 +180,6 @@ FACTS = {
 }
 
 
-def test_gpu_spec_from_facts_picks_most_common_model() -> None:
-    spec = gpu_spec_from_facts(FACTS)
-    assert spec["name"] == "NVIDIA H100 80GB HBM3" and spec["count"] == 2 and spec["memory_mib"] == 81559
-    assert spec["mixed"] is True and spec["models"] == {"NVIDIA H100 80GB HBM3": 2, "NVIDIA L4": 1}
-    assert any("NVIDIA L4" in e for e in spec["excluded"])
-    assert plan(config("Qwen__Qwen3-8B"), spec)["feasible"]
-
-
 def test_gpu_spec_from_facts_skips_mig_gpus() -> None:
     facts = dict(
         FACTS, gpus=[dict(g, mig_mode="Enabled") if g["index"] == 0 else g for g in FACTS["gpus"][:2]]

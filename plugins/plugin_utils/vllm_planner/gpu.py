@@ -193,25 +193,57 @@ def _nonneg_int(value: Any, name: str) -> int:
     return n
 
 
-def gpu_spec_from_facts(facts: Mapping[str, Any], nodes: int = 1, shared: bool = False) -> dict[str, Any]:
+def _index_ranges(indexes: list[Any]) -> str:
+    """[1, 2, 3, 5] -> 'GPUs 1-3, 5'; [0] -> 'GPU 0'."""
+    nums = sorted(i for i in indexes if isinstance(i, int))
+    parts: list[str] = []
+    for n in nums:
+        if parts and parts[-1][1] == n - 1:
+            parts[-1] = (parts[-1][0], n)
+        else:
+            parts.append((n, n))
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "?"
+    return ("GPUs " if len(nums) > 1 else "GPU ") + text
+
+
+def gpu_spec_from_facts(
+    facts: Mapping[str, Any], nodes: int = 1, shared: bool = False, gpus: Any = None
+) -> dict[str, Any]:
     """Planner GPU dict from the `nvidia_gpu` facts (`ansible_facts.nvidia_gpu`).
 
-    The most common GPU model is planned for (TP across unlike GPUs is bounded by the smallest); other
-    models and GPUs in MIG mode are left out and listed in `excluded`. `models` counts every model seen.
+    `gpus` (a model's GPU indexes, None for all) picks the GPUs to plan for. They must be of one
+    model: a mixed selection is refused with the GPUs of each model named, since tensor parallelism
+    across unlike GPUs is bounded by the smallest and a plan for one model does not fit the other.
+    GPUs in MIG mode are left out and listed in `excluded`. `models` counts every model of the host.
     """
     if not isinstance(facts, Mapping):
         raise PlanInputError(f"expected the nvidia_gpu facts mapping, got {type(facts).__name__}")
-    gpus = facts.get("gpus")
-    if not facts.get("present", bool(gpus)) or not isinstance(gpus, list) or not gpus:
+    entries = facts.get("gpus")
+    if not facts.get("present", bool(entries)) or not isinstance(entries, list) or not entries:
         raise PlanInputError("no NVIDIA GPU in the facts (nvidia_gpu.present is false or gpus is empty)")
     models: dict[str, int] = {}
-    usable: dict[str, list[Mapping[str, Any]]] = {}
-    excluded: list[str] = []
-    for entry in gpus:
+    for entry in entries:
         if not isinstance(entry, Mapping):
             raise PlanInputError(f"nvidia_gpu.gpus entries must be mappings, got {entry!r}")
         name = str(entry.get("name") or "unknown")
         models[name] = models.get(name, 0) + 1
+    selected = list(entries)
+    if gpus not in (None, "", []):
+        if not isinstance(gpus, list | tuple) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in gpus
+        ):
+            raise PlanInputError(f"gpus: expected a list of GPU indexes such as [0, 1], got {gpus!r}")
+        present = {e.get("index") for e in entries}
+        missing = [i for i in gpus if i not in present]
+        if missing:
+            raise PlanInputError(
+                f"gpus: no {_index_ranges(missing)} on this host (it has {_index_ranges(sorted(present))})"
+            )
+        selected = [e for e in entries if e.get("index") in set(gpus)]
+    usable: dict[str, list[Mapping[str, Any]]] = {}
+    excluded: list[str] = []
+    for entry in selected:
+        name = str(entry.get("name") or "unknown")
         mig = str(entry.get("mig_mode") or "").strip().lower()
         if mig in ("enabled", "true", "1"):
             excluded.append(f"GPU {entry.get('index', '?')} ({name}): MIG mode enabled")
@@ -220,21 +252,24 @@ def gpu_spec_from_facts(facts: Mapping[str, Any], nodes: int = 1, shared: bool =
             raise PlanInputError(f"nvidia_gpu.gpus[{entry.get('index', '?')}] lacks memory_total_mib")
         usable.setdefault(name, []).append(entry)
     if not usable:
-        raise PlanInputError("every GPU in the facts is in MIG mode; plan for the MIG instances instead")
-    name = max(
-        usable,
-        key=lambda n: (
-            len(usable[n]),
-            -min(_nonneg_int(g["memory_total_mib"], "memory_total_mib") for g in usable[n]),
-        ),
-    )
-    chosen = usable[name]
-    for other, entries in usable.items():
-        if other != name:
-            excluded.extend(
-                f"GPU {e.get('index', '?')} ({other}): differs from the {name} GPUs planned for"
-                for e in entries
-            )
+        raise PlanInputError(
+            f"{_index_ranges([e.get('index') for e in selected])} in MIG mode: vLLM is planned on whole "
+            "GPUs; disable MIG there (nvidia-smi -i N -mig 0, then reset the GPU) or leave these GPUs "
+            "out of the model's gpus (vllm_server_models[].gpus)"
+        )
+    if len(usable) > 1:
+        kinds = "; ".join(
+            f"{_index_ranges([e.get('index') for e in group])}: {name} "
+            f"({min(_nonneg_int(e['memory_total_mib'], 'memory_total_mib') for e in group)} MiB)"
+            for name, group in usable.items()
+        )
+        first = next(iter(usable.values()))
+        raise PlanInputError(
+            f"mixed GPU host ({kinds}): plan each model on one GPU model - set the model's gpus "
+            f"(vllm_server_models[].gpus) to GPUs of one model, e.g. "
+            f"{[e.get('index') for e in first]}"
+        )
+    name, chosen = next(iter(usable.items()))
     memory = min(_nonneg_int(g["memory_total_mib"], "nvidia_gpu.gpus[].memory_total_mib") for g in chosen)
     ccs = sorted({str(g.get("compute_capability") or "") for g in chosen} - {""})
     return {
