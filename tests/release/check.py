@@ -110,14 +110,15 @@ def check(version: str, serve_help: str, bench_help: str, metrics_source: str) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("image", help="a vLLM image, e.g. the lab's vllm-fleet/vllm-cpu:0.32.0")
     parser.add_argument("--capture", type=Path, help="keep what was read from the release in this folder")
     args = parser.parse_args()
     vllm = "vllm"
     serve_help = _in_image(args.image, vllm, "serve", "--help=all")
     bench_help = _in_image(args.image, vllm, "bench", "serve", "--help=all")
-    version, _, metrics_source = _in_image(args.image, "python3", "-", stdin=METRICS_SCRIPT).partition("\n")
+    printed = _in_image(args.image, "python3", "-", stdin=METRICS_SCRIPT)
+    version, _sep, metrics_source = printed.partition("\n")
     if args.capture:
         args.capture.mkdir(parents=True, exist_ok=True)
         for name, text in (
