@@ -1,4 +1,4 @@
-"""Filters for the monitoring roles: thin shims over module_utils/fleet_monitoring.
+"""Filters for the monitoring roles: thin shims over plugin_utils/fleet_monitoring.
 
 fleet_monitoring_vllm_targets(hosts, hostvars, groups, ...)  static_configs for every vLLM /metrics
 fleet_monitoring_host_targets(hosts, hostvars, port, ...)    static_configs for a per-host exporter

@@ -1,4 +1,4 @@
-"""Operations filters: thin shims over module_utils/vllm_fleet_ops (documented in the sidecar YAML files).
+"""Operations filters: thin shims over plugin_utils/vllm_fleet_ops (documented in the sidecar YAML files).
 
 vllm_fleet_plan_entries(models, gpu_groups, hostvars, settings)  (group, model) pairs and metadata sources
 vllm_fleet_plan_follow_refs(entries, answers)          entries pointed at the revision a branch resolved to

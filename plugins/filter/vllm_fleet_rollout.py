@@ -1,5 +1,5 @@
 """Filters of rolling upgrades (playbooks/upgrade.yml, playbooks/rollback.yml): thin shims over
-module_utils/fleet_rollout. Each filter is documented in its sidecar <name>.yml.
+plugin_utils/fleet_rollout. Each filter is documented in its sidecar <name>.yml.
 
 fleet_rollout_plan(members, group_order, models_by_host, min_available, allow_downtime)  hosts and batches
 fleet_rollout_default_group(group_names, groups, gpu_group)   a host's rollout group

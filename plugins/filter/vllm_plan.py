@@ -1,4 +1,4 @@
-"""Planner filters: thin shims over module_utils/vllm_planner (documented in the sidecar YAML files).
+"""Planner filters: thin shims over plugin_utils/vllm_planner (documented in the sidecar YAML files).
 
 vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
 vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared, gpus)                     planner GPU dict from facts

@@ -1,4 +1,4 @@
-"""Error handling shared by the filter plugins in filter_plugins/ (control node only).
+"""Error handling shared by the filter plugins in plugins/filter/ (control node only).
 
 Unlike the packages beside it this module imports Ansible: it turns the errors a filter raises on bad
 input into AnsibleFilterError naming the filter, so a failed task says which filter refused a value.

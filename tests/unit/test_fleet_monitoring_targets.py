@@ -1,4 +1,4 @@
-"""Scrape targets computed from the inventory (module_utils/fleet_monitoring/targets.py)."""
+"""Scrape targets computed from the inventory (plugin_utils/fleet_monitoring/targets.py)."""
 
 from __future__ import annotations
 
