@@ -39,15 +39,16 @@ options:
     type: list
     elements: int
     default: []
-  docker_socket:
-    description: Docker API socket; empty to skip containers and images.
-    type: str
-    default: /var/run/docker.sock
-  images:
-    description: Images to inspect for their CUDA version (not pulled).
-    type: list
-    elements: str
-    default: []
+  docker:
+    description:
+      - What the community.docker info modules read on this host (the fleet_doctor role's probe tasks),
+        as C(socket), C(error) (why Docker could not be read; empty when it could), C(host_info)
+        (community.docker.docker_host_info), C(containers) (the results of
+        community.docker.docker_container_info over the running containers) and C(images) (the results of
+        community.docker.docker_image_info over the images to check for their CUDA version).
+      - Omitted or empty, containers and images are reported as unavailable.
+    type: dict
+    default: {}
   nvidia_smi:
     description: Run C(nvidia-smi -q) for ECC and row-remapping state.
     type: bool
@@ -77,7 +78,12 @@ EXAMPLES = r"""
     model_dirs:
       - {name: llama, path: /srv/models/meta-llama/Llama-3.1-8B-Instruct/0e9e39f}
     ports: [8000]
-    images: [vllm/vllm-openai:v0.32.0]
+    docker:
+      socket: /var/run/docker.sock
+      error: ""
+      host_info: "{{ docker_host.host_info }}"
+      containers: "{{ docker_containers.results }}"
+      images: "{{ docker_images.results }}"
   register: probe
 """
 
@@ -93,14 +99,9 @@ import json
 import os
 import subprocess
 import time
-import urllib.parse
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
-    DockerClient,
-    DockerError,
-)
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
     container_summary,
     looks_like_vllm,
@@ -255,47 +256,42 @@ def listeners(ports: list[int]) -> dict[str, list[dict[str, Any]]]:
     return {str(port): socks for port, socks in found.items()}
 
 
-def docker_state(socket_path: str, images: list[str], label_prefix: str) -> tuple[dict, list, dict, dict]:
-    info: dict[str, Any] = {"available": False, "socket": socket_path, "error": None}
+def docker_state(docker: dict[str, Any], label_prefix: str) -> tuple[dict, list, dict, dict]:
+    """Judge-ready Docker readings from what the community.docker info modules returned (see O(docker))."""
+    info: dict[str, Any] = {
+        "available": False,
+        "socket": docker.get("socket") or "",
+        "error": docker.get("error") or None,
+    }
     containers: list[dict[str, Any]] = []
     image_info: dict[str, Any] = {}
     toolkit_runtime: dict[str, Any] = {}
-    if not socket_path or not os.path.exists(socket_path):
-        info["error"] = f"no Docker API socket at {socket_path}"
+    host = docker.get("host_info")
+    if info["error"] or not isinstance(host, dict):
+        info["error"] = info["error"] or f"no answer from the Docker API at {info['socket']}"
         return info, containers, image_info, toolkit_runtime
-    client = DockerClient(socket_path, timeout=30)
-    try:
-        status, body = client.request("GET", "/containers/json")
-        if status != 200:
-            raise DockerError(f"list containers: HTTP {status}")
-        for entry in json.loads(body):
-            status, body = client.request("GET", f"/containers/{entry['Id']}/json")
-            if status != 200:
-                continue
-            summary = container_summary(json.loads(body))
-            summary["vllm"] = looks_like_vllm(summary, label_prefix)
-            containers.append(summary)
-        wanted = list(
-            dict.fromkeys(list(images) + [c["image"] for c in containers if c["vllm"] and c["image"]])
-        )
-        for ref in wanted:
-            status, body = client.request("GET", f"/images/{urllib.parse.quote(ref, safe='')}/json")
-            if status == 200:
-                config = json.loads(body).get("Config") or {}
-                image_info[ref] = {"present": True, "cuda_version": cuda_version_from_image(config)}
-            else:
-                image_info[ref] = {"present": False, "cuda_version": None}
-        status, body = client.request("GET", "/info")
-        if status == 200:
-            data = json.loads(body)
-            toolkit_runtime = {
-                "runtime": "nvidia" in (data.get("Runtimes") or {}),
-                "default_runtime": data.get("DefaultRuntime"),
-                "cdi_spec_dirs": data.get("CDISpecDirs") or [],
-            }
-        info["available"] = True
-    except (DockerError, ValueError, KeyError) as exc:
-        info["error"] = str(exc)
+    for result in docker.get("containers") or []:
+        inspect = result.get("container") if isinstance(result, dict) else None
+        if not inspect:
+            continue  # gone between the listing and the inspection
+        summary = container_summary(inspect)
+        summary["vllm"] = looks_like_vllm(summary, label_prefix)
+        containers.append(summary)
+    for result in docker.get("images") or []:
+        if not isinstance(result, dict) or "item" not in result or "images" not in result:
+            continue
+        found = result["images"] or []
+        config = (found[0].get("Config") or {}) if found else {}
+        image_info[result["item"]] = {
+            "present": bool(found),
+            "cuda_version": cuda_version_from_image(config) if found else None,
+        }
+    toolkit_runtime = {
+        "runtime": "nvidia" in (host.get("Runtimes") or {}),
+        "default_runtime": host.get("DefaultRuntime"),
+        "cdi_spec_dirs": host.get("CDISpecDirs") or [],
+    }
+    info["available"] = True
     return info, containers, image_info, toolkit_runtime
 
 
@@ -367,8 +363,7 @@ def main() -> None:
             "paths": {"type": "list", "elements": "str", "default": []},
             "model_dirs": {"type": "list", "elements": "dict", "default": []},
             "ports": {"type": "list", "elements": "int", "default": []},
-            "docker_socket": {"type": "str", "default": "/var/run/docker.sock"},
-            "images": {"type": "list", "elements": "str", "default": []},
+            "docker": {"type": "dict", "default": {}},
             "nvidia_smi": {"type": "bool", "default": True},
             "label_prefix": {"type": "str", "default": "io.vllm-fleet"},
             "controller_time": {"type": "float"},
@@ -397,7 +392,7 @@ def main() -> None:
         errors.append(f"cannot read /proc/meminfo: {exc}")
         probe["memory"] = {}
     probe["listeners"] = listeners(p["ports"])
-    docker, containers, images, runtime = docker_state(p["docker_socket"], p["images"], p["label_prefix"])
+    docker, containers, images, runtime = docker_state(p["docker"], p["label_prefix"])
     probe.update(docker=docker, containers=containers, images=images)
     probe["toolkit"] = toolkit(module, runtime)
     probe["ecc"] = []

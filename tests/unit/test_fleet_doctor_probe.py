@@ -85,10 +85,64 @@ def test_listeners_name_the_process():
 
 
 def test_docker_state_without_a_socket(tmp_path):
-    info, containers, images, runtime = probe_module.docker_state(str(tmp_path / "docker.sock"), ["img"], "p")
+    sock = str(tmp_path / "docker.sock")
+    docker = {"socket": sock, "error": f"no Docker API socket at {sock}", "host_info": None}
+    info, containers, images, runtime = probe_module.docker_state(docker, "p")
+    assert info == {"available": False, "socket": sock, "error": f"no Docker API socket at {sock}"}
+    assert (containers, images, runtime) == ([], {}, {})
+
+
+def test_docker_state_without_an_answer_names_the_socket():
+    info, *_ = probe_module.docker_state({"socket": "/run/d.sock", "error": "", "host_info": None}, "p")
     assert info == {
         "available": False,
-        "socket": str(tmp_path / "docker.sock"),
-        "error": f"no Docker API socket at {tmp_path / 'docker.sock'}",
+        "socket": "/run/d.sock",
+        "error": "no answer from the Docker API at /run/d.sock",
     }
-    assert (containers, images, runtime) == ([], {}, {})
+
+
+def test_docker_state_from_the_community_docker_results():
+    vllm = {
+        "Id": "0123456789abcdef",
+        "Name": "/vllm-tiny",
+        "Image": "sha256:aa",
+        "Config": {
+            "Image": "vllm/vllm-openai:v0.32.0",
+            "Labels": {"p.role": "vllm_server"},
+            "Entrypoint": ["vllm", "serve"],
+            "Cmd": ["tiny", "--port=8001"],
+        },
+        "State": {"Running": True},
+        "HostConfig": {"IpcMode": "host", "ShmSize": 67108864, "NetworkMode": "host"},
+    }
+    other = {"Id": "fedcba", "Name": "/nginx", "Config": {"Image": "nginx", "Cmd": ["nginx"]}, "State": {}}
+    docker = {
+        "socket": "/var/run/docker.sock",
+        "error": "",
+        "host_info": {
+            "Runtimes": {"runc": {}, "nvidia": {}},
+            "DefaultRuntime": "runc",
+            "CDISpecDirs": ["/etc/cdi"],
+        },
+        "containers": [
+            {"item": {"Id": "0123456789abcdef"}, "exists": True, "container": vllm},
+            {"item": {"Id": "gone"}, "exists": False, "container": None},
+            {"item": {"Id": "fedcba"}, "exists": True, "container": other},
+        ],
+        "images": [
+            {"item": "vllm/vllm-openai:v0.32.0", "images": [{"Config": {"Env": ["CUDA_VERSION=12.8.1"]}}]},
+            {"item": "vllm/vllm-openai:v0.33.0", "images": []},
+            {"item": "skipped", "skipped": True},
+        ],
+    }
+    info, containers, images, runtime = probe_module.docker_state(docker, "p")
+    assert info == {"available": True, "socket": "/var/run/docker.sock", "error": None}
+    assert [(c["name"], c["vllm"], c["port"], c["ipc_mode"]) for c in containers] == [
+        ("vllm-tiny", True, 8001, "host"),
+        ("nginx", False, None, ""),
+    ]
+    assert images == {
+        "vllm/vllm-openai:v0.32.0": {"present": True, "cuda_version": "12.8"},
+        "vllm/vllm-openai:v0.33.0": {"present": False, "cuda_version": None},
+    }
+    assert runtime == {"runtime": True, "default_runtime": "runc", "cdi_spec_dirs": ["/etc/cdi"]}
