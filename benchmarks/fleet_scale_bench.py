@@ -32,6 +32,7 @@ ansible-runner and mitogen):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -110,9 +111,14 @@ def inventory(count: int, connection: str = "community.docker.docker") -> dict:
                         "vllm_server_models": [],
                         "vllm_fleet_api_key": "vf-up-scale-backend-0123456789",
                         "vllm_server_container_prefix": "{{ inventory_hostname }}-vllm-",
-                        # the lab's: no GPU exporter container, no NFS mount (no storage host)
+                        # no GPU exporter container (as in the lab); the model store is a folder of
+                        # each host's own (a tmpfs), as where the hosts share storage by other means
                         "dcgm_exporter_enabled": False,
-                        "shared_storage_mount_enabled": False,
+                        "shared_storage_mode": "existing",
+                        "shared_storage_existing_require_mountpoint": False,
+                        # the writer host's hub clients from the control node's wheelhouse (as the lab's
+                        # storage host): the hosts reach no package index
+                        "model_weights_pip_extra_args": "--no-index --find-links /opt/wheels",
                     },
                 },
                 "gateways": {"hosts": {}},
@@ -294,10 +300,23 @@ class Fleet:
         self.site = REPO / "site.yml"
         self.memory: dict[str, MemorySampler] = {}
 
+    def wheelhouse(self) -> Path:
+        """The pinned hub clients' wheels (tests/hub/lab-hub fills the same folder for the lab)."""
+        cache = Path(self.env.get("VLLM_FLEET_CACHE") or Path.home() / ".cache" / "vllm-fleet")
+        wheels = cache / "weights-wheels"
+        requirements = REPO / "roles" / "model_weights" / "files" / "requirements.txt"
+        stamp = wheels / (".complete-" + hashlib.sha1(requirements.read_bytes()).hexdigest())
+        if not stamp.exists():
+            wheels.mkdir(parents=True, exist_ok=True)
+            sh(sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels), "-r", str(requirements))
+            stamp.touch()
+        return wheels
+
     def up(self, count: int) -> None:
         if not sh("docker", "network", "ls", "-q", "--filter", f"name=^{NETWORK}$").strip():
             sh("docker", "network", "create", "--label", LABEL, NETWORK)
         docker_cli = sh("sh", "-c", "command -v docker").strip()
+        wheels = self.wheelhouse()
         for index in range(1, count + 1):
             name = host_name(index)
             if sh("docker", "ps", "-q", "--filter", f"name=^{name}$").strip():
@@ -306,9 +325,10 @@ class Fleet:
             sh(
                 "docker", "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
                 "--network", NETWORK, "--cap-add", "SYS_ADMIN", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+                "--tmpfs", "/srv/models",
                 "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "-e", "container=docker",
                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
-                "-v", f"{docker_cli}:/usr/local/bin/docker:ro",
+                "-v", f"{docker_cli}:/usr/local/bin/docker:ro", "-v", f"{wheels}:/opt/wheels:ro",
                 self.env["MOLECULE_IMAGE"], "/lib/systemd/systemd",
             )  # fmt: skip
 
