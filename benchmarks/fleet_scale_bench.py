@@ -314,6 +314,14 @@ class Fleet:
         return wheels
 
     def up(self, count: int, image: str | None = None) -> None:
+        # each systemd host takes a few inotify instances of the one user (root) they share
+        with open("/proc/sys/fs/inotify/max_user_instances") as handle:
+            limit = int(handle.read())
+        if limit < 8 * count:
+            raise SystemExit(
+                f"fs.inotify.max_user_instances is {limit}: {count} systemd hosts need about {8 * count} "
+                f"(sysctl -w fs.inotify.max_user_instances={max(8192, 8 * count)})"
+            )
         if not sh("docker", "network", "ls", "-q", "--filter", f"name=^{NETWORK}$").strip():
             sh("docker", "network", "create", "--label", LABEL, NETWORK)
         docker_cli = sh("sh", "-c", "command -v docker").strip()
