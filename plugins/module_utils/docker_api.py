@@ -1,4 +1,9 @@
-"""A minimal Docker Engine API client over the unix socket (stdlib only, for modules on the hosts)."""
+"""The one stdlib Docker Engine API client: the host-side watchdog's (unix socket, no dependencies).
+
+The vllm_server role installs this file next to the watchdog script as ``vllm_fleet_docker_api.py``;
+the watchdog runs from a systemd timer with plain python3, outside Ansible, so it cannot use
+community.docker. Modules and tasks talk to Docker through community.docker instead.
+"""
 
 from __future__ import annotations
 
@@ -26,23 +31,16 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class DockerClient:
-    """Just what the serving layer needs: inspect, logs, restart."""
+    """Just what the watchdog needs: inspect and restart (unpausing first)."""
 
     def __init__(self, socket_path: str = "/var/run/docker.sock", timeout: float = 60.0) -> None:
         self.socket_path = socket_path.removeprefix("unix://")
         self.timeout = timeout
 
-    def request(
-        self, method: str, path: str, timeout: float | None = None, body: dict[str, Any] | None = None
-    ) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, timeout: float | None = None) -> tuple[int, bytes]:
         conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
-        headers = {"Host": "docker"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
         try:
-            conn.request(method, path, body=data, headers=headers)
+            conn.request(method, path, headers={"Host": "docker"})
             resp = conn.getresponse()
             return resp.status, resp.read()
         except OSError as exc:
@@ -51,32 +49,23 @@ class DockerClient:
             conn.close()
 
     def inspect(self, name: str) -> dict[str, Any] | None:
-        status, body = self.request("GET", f"/containers/{urllib.parse.quote(name)}/json")
+        status, body = self.request("GET", f"/containers/{urllib.parse.quote(name)}/json", 10)
         if status == 404:
             return None
         if status != 200:
             raise DockerError(f"inspect {name}: HTTP {status} {body[:200]!r}")
         return json.loads(body)
 
-    def exec_output(self, name: str, cmd: list[str], timeout: float = 30) -> bytes:
-        """What ``cmd`` prints inside the running container ``name`` (stdout and stderr, as with a tty)."""
+    def restart(self, name: str, stop_timeout: int) -> None:
+        """Restart a container; a paused one is unpaused first (Docker cannot stop a paused container)."""
+        quoted = urllib.parse.quote(name)
+        info = self.inspect(name) or {}
+        if (info.get("State") or {}).get("Paused"):
+            status, body = self.request("POST", f"/containers/{quoted}/unpause", 30)
+            if status not in (204, 304):
+                raise DockerError(f"unpause {name}: HTTP {status} {body[:200]!r}")
         status, body = self.request(
-            "POST",
-            f"/containers/{urllib.parse.quote(name)}/exec",
-            timeout,
-            {"Cmd": cmd, "AttachStdout": True, "AttachStderr": True, "Tty": True},
+            "POST", f"/containers/{quoted}/restart?t={int(stop_timeout)}", stop_timeout + 60
         )
-        if status != 201:
-            raise DockerError(f"exec in {name}: HTTP {status} {body[:200]!r}")
-        exec_id = json.loads(body)["Id"]
-        status, body = self.request("POST", f"/exec/{exec_id}/start", timeout, {"Detach": False, "Tty": True})
-        if status != 200:
-            raise DockerError(f"exec in {name}: HTTP {status} {body[:200]!r}")
-        return body
-
-    def logs(self, name: str, tail: int = 5000) -> bytes:
-        query = urllib.parse.urlencode({"stdout": 1, "stderr": 1, "tail": tail})
-        status, body = self.request("GET", f"/containers/{urllib.parse.quote(name)}/logs?{query}")
-        if status != 200:
-            raise DockerError(f"logs {name}: HTTP {status} {body[:200]!r}")
-        return body
+        if status != 204:
+            raise DockerError(f"restart {name}: HTTP {status} {body[:200]!r}")

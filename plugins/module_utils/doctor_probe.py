@@ -190,11 +190,9 @@ def container_summary(inspect: dict[str, Any]) -> dict[str, Any]:
 
 
 # Inside a vLLM container: the size of the /dev/shm its workers get (python3 is in every vLLM image).
-SHM_SIZE_COMMAND = ["python3", "-c", "import os; s = os.statvfs('/dev/shm'); print(s.f_blocks * s.f_frsize)"]
-
-
 def parse_shm_size(output: bytes | str) -> int | None:
-    """The byte count SHM_SIZE_COMMAND printed, or None when it printed anything else (an error)."""
+    """The /dev/shm size in bytes that the fleet_doctor probe's statvfs command printed inside a container,
+    or None when it printed anything else (an error)."""
     text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return int(lines[-1]) if len(lines) == 1 and lines[-1].isdigit() else None

@@ -13,9 +13,7 @@ description:
   - Reads, without changing anything, what C(playbooks/doctor.yml) needs from a host in one call, that is
     free space of paths, the size and metadata of model folders, memory, C(/dev/shm), listening
     TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
-    command; in each running vLLM container the size of the C(/dev/shm) it gets, read by a C(docker exec)
-    of C(python3) - with C(ipc=host) that is the Docker engine host's), the CUDA version of images,
-    the NVIDIA container toolkit, ECC state from
+    command), the CUDA version of images, the NVIDIA container toolkit, ECC state from
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
   - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor/).
 version_added: "1.0.0"
@@ -41,15 +39,18 @@ options:
     type: list
     elements: int
     default: []
-  docker_socket:
-    description: Docker API socket; empty to skip containers and images.
-    type: str
-    default: /var/run/docker.sock
-  images:
-    description: Images to inspect for their CUDA version (not pulled).
-    type: list
-    elements: str
-    default: []
+  docker:
+    description:
+      - What the community.docker info modules read on this host (the fleet_doctor role's probe tasks),
+        as C(socket), C(error) (why Docker could not be read; empty when it could), C(host_info)
+        (community.docker.docker_host_info), C(containers) (the results of
+        community.docker.docker_container_info over the running containers) and C(images) (the results of
+        community.docker.docker_image_info over the images to check for their CUDA version) and C(shm)
+        (the results of community.docker.docker_container_exec printing the size of C(/dev/shm) in the running
+        vLLM containers: the /dev/shm their processes get, which with ipc=host is the Docker engine host's).
+      - Omitted or empty, containers and images are reported as unavailable.
+    type: dict
+    default: {}
   nvidia_smi:
     description: Run C(nvidia-smi -q) for ECC and row-remapping state.
     type: bool
@@ -79,7 +80,13 @@ EXAMPLES = r"""
     model_dirs:
       - {name: llama, path: /srv/models/meta-llama/Llama-3.1-8B-Instruct/0e9e39f}
     ports: [8000]
-    images: [vllm/vllm-openai:v0.32.0]
+    docker:
+      socket: /var/run/docker.sock
+      error: ""
+      host_info: "{{ docker_host.host_info }}"
+      containers: "{{ docker_containers.results }}"
+      images: "{{ docker_images.results }}"
+      shm: "{{ docker_shm.results }}"
   register: probe
 """
 
@@ -95,16 +102,10 @@ import json
 import os
 import subprocess
 import time
-import urllib.parse
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (
-    DockerClient,
-    DockerError,
-)
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.doctor_probe import (
-    SHM_SIZE_COMMAND,
     container_summary,
     looks_like_vllm,
     parse_chronyc_tracking,
@@ -259,60 +260,62 @@ def listeners(ports: list[int]) -> dict[str, list[dict[str, Any]]]:
     return {str(port): socks for port, socks in found.items()}
 
 
-def container_shm(client: DockerClient, container_id: str) -> tuple[int | None, str | None]:
-    """The /dev/shm the container's processes get, measured inside it: with ipc=host that is the Docker
-    engine's host's, which is not this host's when the probe itself runs in a container."""
-    try:
-        output = client.exec_output(container_id, SHM_SIZE_COMMAND)
-    except (DockerError, ValueError, KeyError) as exc:
-        return None, str(exc)
-    size = parse_shm_size(output)
-    return size, None if size is not None else output.decode("utf-8", "replace").strip()[:200]
+def container_shm(result: Any) -> tuple[int | None, str | None]:
+    """The /dev/shm size printed in a container (a docker_container_exec result), or why there is none."""
+    if not isinstance(result, dict):
+        return None, "not measured"
+    output = str(result.get("stdout") or "")
+    size = parse_shm_size(output) if result.get("rc") == 0 else None
+    if size is not None:
+        return size, None
+    return None, (
+        str(result.get("msg") or "") + " " + output + " " + str(result.get("stderr") or "")
+    ).strip()[:200]
 
 
-def docker_state(socket_path: str, images: list[str], label_prefix: str) -> tuple[dict, list, dict, dict]:
-    info: dict[str, Any] = {"available": False, "socket": socket_path, "error": None}
+def docker_state(docker: dict[str, Any], label_prefix: str) -> tuple[dict, list, dict, dict]:
+    """Judge-ready Docker readings from what the community.docker info modules returned (see O(docker))."""
+    info: dict[str, Any] = {
+        "available": False,
+        "socket": docker.get("socket") or "",
+        "error": docker.get("error") or None,
+    }
+    shm = {
+        result["item"]: result
+        for result in docker.get("shm") or []
+        if isinstance(result, dict) and isinstance(result.get("item"), str)
+    }
     containers: list[dict[str, Any]] = []
     image_info: dict[str, Any] = {}
     toolkit_runtime: dict[str, Any] = {}
-    if not socket_path or not os.path.exists(socket_path):
-        info["error"] = f"no Docker API socket at {socket_path}"
+    host = docker.get("host_info")
+    if info["error"] or not isinstance(host, dict):
+        info["error"] = info["error"] or f"no answer from the Docker API at {info['socket']}"
         return info, containers, image_info, toolkit_runtime
-    client = DockerClient(socket_path, timeout=30)
-    try:
-        status, body = client.request("GET", "/containers/json")
-        if status != 200:
-            raise DockerError(f"list containers: HTTP {status}")
-        for entry in json.loads(body):
-            status, body = client.request("GET", f"/containers/{entry['Id']}/json")
-            if status != 200:
-                continue
-            summary = container_summary(json.loads(body))
-            summary["vllm"] = looks_like_vllm(summary, label_prefix)
-            if summary["vllm"] and summary["running"]:
-                summary["dev_shm_bytes"], summary["dev_shm_error"] = container_shm(client, entry["Id"])
-            containers.append(summary)
-        wanted = list(
-            dict.fromkeys(list(images) + [c["image"] for c in containers if c["vllm"] and c["image"]])
-        )
-        for ref in wanted:
-            status, body = client.request("GET", f"/images/{urllib.parse.quote(ref, safe='')}/json")
-            if status == 200:
-                config = json.loads(body).get("Config") or {}
-                image_info[ref] = {"present": True, "cuda_version": cuda_version_from_image(config)}
-            else:
-                image_info[ref] = {"present": False, "cuda_version": None}
-        status, body = client.request("GET", "/info")
-        if status == 200:
-            data = json.loads(body)
-            toolkit_runtime = {
-                "runtime": "nvidia" in (data.get("Runtimes") or {}),
-                "default_runtime": data.get("DefaultRuntime"),
-                "cdi_spec_dirs": data.get("CDISpecDirs") or [],
-            }
-        info["available"] = True
-    except (DockerError, ValueError, KeyError) as exc:
-        info["error"] = str(exc)
+    for result in docker.get("containers") or []:
+        inspect = result.get("container") if isinstance(result, dict) else None
+        if not inspect:
+            continue  # gone between the listing and the inspection
+        summary = container_summary(inspect)
+        summary["vllm"] = looks_like_vllm(summary, label_prefix)
+        if summary["vllm"] and summary["running"]:
+            summary["dev_shm_bytes"], summary["dev_shm_error"] = container_shm(shm.get(inspect.get("Id")))
+        containers.append(summary)
+    for result in docker.get("images") or []:
+        if not isinstance(result, dict) or "item" not in result or "images" not in result:
+            continue
+        found = result["images"] or []
+        config = (found[0].get("Config") or {}) if found else {}
+        image_info[result["item"]] = {
+            "present": bool(found),
+            "cuda_version": cuda_version_from_image(config) if found else None,
+        }
+    toolkit_runtime = {
+        "runtime": "nvidia" in (host.get("Runtimes") or {}),
+        "default_runtime": host.get("DefaultRuntime"),
+        "cdi_spec_dirs": host.get("CDISpecDirs") or [],
+    }
+    info["available"] = True
     return info, containers, image_info, toolkit_runtime
 
 
@@ -384,8 +387,7 @@ def main() -> None:
             "paths": {"type": "list", "elements": "str", "default": []},
             "model_dirs": {"type": "list", "elements": "dict", "default": []},
             "ports": {"type": "list", "elements": "int", "default": []},
-            "docker_socket": {"type": "str", "default": "/var/run/docker.sock"},
-            "images": {"type": "list", "elements": "str", "default": []},
+            "docker": {"type": "dict", "default": {}},
             "nvidia_smi": {"type": "bool", "default": True},
             "label_prefix": {"type": "str", "default": "io.vllm-fleet"},
             "controller_time": {"type": "float"},
@@ -414,7 +416,7 @@ def main() -> None:
         errors.append(f"cannot read /proc/meminfo: {exc}")
         probe["memory"] = {}
     probe["listeners"] = listeners(p["ports"])
-    docker, containers, images, runtime = docker_state(p["docker_socket"], p["images"], p["label_prefix"])
+    docker, containers, images, runtime = docker_state(p["docker"], p["label_prefix"])
     probe.update(docker=docker, containers=containers, images=images)
     probe["toolkit"] = toolkit(module, runtime)
     probe["ecc"] = []

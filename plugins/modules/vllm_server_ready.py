@@ -12,8 +12,10 @@ description:
   - Polls C(/health) of a vLLM OpenAI-compatible server until it answers, then sends a real
     completion (and a streaming one) with a small C(max_tokens). Readiness means "generates tokens",
     not "process is up".
-  - With O(container), watches the container through the Docker API while waiting and fails at once,
-    with vLLM's own error and the fix, when it exits or restarts instead of becoming ready.
+  - With O(container), watches the container through the Docker API (community.docker's client, so
+    the C(requests) Python library is needed on the host, as for community.docker.docker_container) while
+    waiting and fails at once, with vLLM's own error and the fix, when it exits or restarts instead of
+    becoming ready.
   - Reads the container log for vLLM's KV-cache lines (C(GPU KV cache size), C(Maximum concurrency)).
   - Never changes anything. In check mode it does nothing.
 options:
@@ -33,12 +35,10 @@ options:
     description: Container name to watch and read logs from; empty to skip.
     type: str
     default: ""
-  docker_socket:
-    description: Path of the Docker API socket.
-    type: str
-    default: /var/run/docker.sock
   timeout:
-    description: Seconds to wait for the first successful completion.
+    description:
+      - Seconds to wait for the first successful completion.
+      - Also the timeout of each Docker API call (the community.docker option of the same name).
     type: int
     default: 600
   max_tokens:
@@ -53,6 +53,8 @@ options:
     description: Seconds allowed for one check request.
     type: int
     default: 60
+extends_documentation_fragment:
+  - community.docker.docker.api_documentation
 author: vllm-fleet maintainers (@vllm-fleet)
 """
 
@@ -116,11 +118,9 @@ import json  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.docker_api import (  # noqa: E402
-    DockerClient,
-    DockerError,
+from ansible_collections.community.docker.plugins.module_utils.common_api import (  # noqa: E402
+    AnsibleDockerClient,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.vllm_log import (  # noqa: E402
     demux_docker_logs,
@@ -208,14 +208,22 @@ def _stream(p):
     return first, chunks, time.monotonic() - start
 
 
+def _log(docker, name, tail, on_error):
+    """The container log (stdout and stderr, demultiplexed), or on_error(exception)'s answer."""
+    try:
+        raw = docker.get_binary("/containers/{0}/logs", name, params={"stdout": 1, "stderr": 1, "tail": tail})
+    except Exception as exc:  # noqa: BLE001 - any failure to read the log must not hide why the server failed
+        return on_error(exc)
+    return demux_docker_logs(raw)
+
+
 def main():
-    module = AnsibleModule(
+    client = AnsibleDockerClient(
         argument_spec=dict(
             url=dict(type="str", required=True),
             model=dict(type="str", required=True),
             api_key=dict(type="str", default="", no_log=True),
             container=dict(type="str", default=""),
-            docker_socket=dict(type="str", default="/var/run/docker.sock"),
             timeout=dict(type="int", default=600),
             max_tokens=dict(type="int", default=4, no_log=False),
             stream=dict(type="bool", default=True),
@@ -223,22 +231,20 @@ def main():
         ),
         supports_check_mode=True,
     )
+    module = client.module
     p = module.params
     p["url"] = p["url"].rstrip("/")
     result = {"changed": False, "kv_cache": {}}
     if module.check_mode:
         module.exit_json(skipped=True, msg="check mode: readiness not probed", **result)
 
-    docker = DockerClient(p["docker_socket"]) if p["container"] else None
+    docker = client if p["container"] else None
     name = p["container"]
 
     def fail(reason, info=None):
         text = ""
         if docker is not None:
-            try:
-                text = demux_docker_logs(docker.logs(name, tail=3000))
-            except DockerError as exc:
-                text = f"(no log: {exc})"
+            text = _log(docker, name, 3000, lambda exc: f"(no log: {exc})")
         diagnosis = diagnose_failure(text) if text else {"code": "unknown", "message": reason, "line": ""}
         tail = [line for line in text.splitlines() if "Route:" not in line][-40:]
         message = f"{p['model']} at {p['url']} is not ready: {reason}"
@@ -258,10 +264,7 @@ def main():
     while True:
         now = time.monotonic()
         if docker is not None:
-            try:
-                info = docker.inspect(name)
-            except DockerError as exc:
-                fail(str(exc))
+            info = docker.get_container_by_id(name)  # a name works too; fails the module on API errors
             if info is None:
                 fail(f"container {name} does not exist")
             state = info.get("State") or {}
@@ -305,10 +308,8 @@ def main():
         time.sleep(2)
 
     if docker is not None:
-        try:
-            result["kv_cache"] = parse_kv_cache(demux_docker_logs(docker.logs(name, tail=20000)))
-        except DockerError as exc:
-            module.warn(f"could not read the log of {name}: {exc}")
+        text = _log(docker, name, 20000, lambda exc: module.warn(f"could not read the log of {name}: {exc}"))
+        result["kv_cache"] = parse_kv_cache(text or "")
     result["ready_seconds"] = round(time.monotonic() - start, 2)
     module.exit_json(ready=True, **result)
 

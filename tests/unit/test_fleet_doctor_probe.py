@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import importlib.util
 import json
 import os
 import socket
-import socketserver
-import threading
 from pathlib import Path
 
 import pytest
@@ -88,86 +85,98 @@ def test_listeners_name_the_process():
 
 
 def test_docker_state_without_a_socket(tmp_path):
-    info, containers, images, runtime = probe_module.docker_state(str(tmp_path / "docker.sock"), ["img"], "p")
-    assert info == {
-        "available": False,
-        "socket": str(tmp_path / "docker.sock"),
-        "error": f"no Docker API socket at {tmp_path / 'docker.sock'}",
-    }
+    sock = str(tmp_path / "docker.sock")
+    docker = {"socket": sock, "error": f"no Docker API socket at {sock}", "host_info": None}
+    info, containers, images, runtime = probe_module.docker_state(docker, "p")
+    assert info == {"available": False, "socket": sock, "error": f"no Docker API socket at {sock}"}
     assert (containers, images, runtime) == ([], {}, {})
 
 
-class _FakeDocker(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+def test_docker_state_without_an_answer_names_the_socket():
+    info, *_ = probe_module.docker_state({"socket": "/run/d.sock", "error": "", "host_info": None}, "p")
+    assert info == {
+        "available": False,
+        "socket": "/run/d.sock",
+        "error": "no answer from the Docker API at /run/d.sock",
+    }
 
 
-def _docker_handler(shm_output: bytes):
-    inspect = {
-        "Id": "c0ffee000000aa",
+def test_docker_state_from_the_community_docker_results():
+    vllm = {
+        "Id": "0123456789abcdef",
         "Name": "/vllm-tiny",
-        "Config": {"Image": "vllm/vllm-openai:v0.32.0", "Labels": {"io.vllm-fleet.role": "vllm_server"}},
-        "Image": "sha256:1",
+        "Image": "sha256:aa",
+        "Config": {
+            "Image": "vllm/vllm-openai:v0.32.0",
+            "Labels": {"p.role": "vllm_server"},
+            "Entrypoint": ["vllm", "serve"],
+            "Cmd": ["tiny", "--port=8001"],
+        },
         "State": {"Running": True},
         "HostConfig": {"IpcMode": "host", "ShmSize": 67108864, "NetworkMode": "host"},
     }
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def address_string(self):
-            return "docker"
-
-        def log_message(self, *args):
-            pass
-
-        def _send(self, status, body):
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            if self.path == "/containers/json":
-                self._send(200, [{"Id": inspect["Id"]}])
-            elif self.path == f"/containers/{inspect['Id']}/json":
-                self._send(200, inspect)
-            elif self.path == "/info":
-                self._send(200, {})
-            else:
-                self._send(404, {"message": "no such thing"})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if self.path == f"/containers/{inspect['Id']}/exec":
-                assert body["Cmd"][0] == "python3" and "/dev/shm" in body["Cmd"][-1]
-                self._send(201, {"Id": "exec1"})
-            elif self.path == "/exec/exec1/start":
-                assert body == {"Detach": False, "Tty": True}
-                self._send(200, shm_output)
-            else:
-                self._send(404, {"message": "no such exec"})
-
-    return Handler
+    other = {"Id": "fedcba", "Name": "/nginx", "Config": {"Image": "nginx", "Cmd": ["nginx"]}, "State": {}}
+    docker = {
+        "socket": "/var/run/docker.sock",
+        "error": "",
+        "host_info": {
+            "Runtimes": {"runc": {}, "nvidia": {}},
+            "DefaultRuntime": "runc",
+            "CDISpecDirs": ["/etc/cdi"],
+        },
+        "containers": [
+            {"item": {"Id": "0123456789abcdef"}, "exists": True, "container": vllm},
+            {"item": {"Id": "gone"}, "exists": False, "container": None},
+            {"item": {"Id": "fedcba"}, "exists": True, "container": other},
+        ],
+        "images": [
+            {"item": "vllm/vllm-openai:v0.32.0", "images": [{"Config": {"Env": ["CUDA_VERSION=12.8.1"]}}]},
+            {"item": "vllm/vllm-openai:v0.33.0", "images": []},
+            {"item": "skipped", "skipped": True},
+        ],
+    }
+    info, containers, images, runtime = probe_module.docker_state(docker, "p")
+    assert info == {"available": True, "socket": "/var/run/docker.sock", "error": None}
+    assert [(c["name"], c["vllm"], c["port"], c["ipc_mode"]) for c in containers] == [
+        ("vllm-tiny", True, 8001, "host"),
+        ("nginx", False, None, ""),
+    ]
+    assert images == {
+        "vllm/vllm-openai:v0.32.0": {"present": True, "cuda_version": "12.8"},
+        "vllm/vllm-openai:v0.33.0": {"present": False, "cuda_version": None},
+    }
+    assert runtime == {"runtime": True, "default_runtime": "runc", "cdi_spec_dirs": ["/etc/cdi"]}
 
 
 @pytest.mark.parametrize(
-    ("output", "size", "error"),
+    ("exec_result", "size", "error"),
     [
-        (b"17179869184\r\n", 17179869184, None),
-        (b"OCI runtime exec failed: python3 not found\r\n", None, "OCI runtime"),
+        ({"item": "0123", "rc": 0, "stdout": "17179869184\n", "stderr": ""}, 17179869184, None),
+        (
+            {"item": "0123", "rc": 126, "stdout": "OCI runtime exec failed: python3 not found", "stderr": ""},
+            None,
+            "OCI",
+        ),
+        ({"item": "0123", "failed": True, "msg": "No such container"}, None, "No such container"),
+        (None, None, "not measured"),
     ],
 )
-def test_docker_state_measures_the_shm_inside_each_vllm_container(tmp_path, output, size, error):
-    path = str(tmp_path / "docker.sock")
-    server = _FakeDocker(path, _docker_handler(output))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        info, containers, _images, _runtime = probe_module.docker_state(path, [], "io.vllm-fleet")
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert info["available"], info
-    [found] = containers
+def test_docker_state_reads_the_shm_measured_inside_each_vllm_container(exec_result, size, error):
+    vllm = {
+        "Id": "0123",
+        "Name": "/vllm-tiny",
+        "Image": "sha256:aa",
+        "Config": {"Image": "vllm/vllm-openai:v0.32.0", "Labels": {"p.role": "vllm_server"}, "Cmd": ["tiny"]},
+        "State": {"Running": True},
+        "HostConfig": {"IpcMode": "host", "ShmSize": 67108864, "NetworkMode": "host"},
+    }
+    docker = {
+        "socket": "/var/run/docker.sock",
+        "host_info": {},
+        "containers": [{"item": {"Id": "0123"}, "exists": True, "container": vllm}],
+        "shm": [exec_result] if exec_result else [],
+    }
+    _info, [found], _images, _runtime = probe_module.docker_state(docker, "p")
     assert (found["ipc_mode"], found["dev_shm_bytes"]) == ("host", size)
-    assert (found["dev_shm_error"] or "").startswith(error or "")
     assert (found["dev_shm_error"] is None) == (error is None)
+    assert (found["dev_shm_error"] or "").startswith(error or "")

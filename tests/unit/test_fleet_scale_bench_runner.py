@@ -13,9 +13,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from fleet_scale_bench import (  # noqa: E402
     REACH_TASK,
+    SETTINGS,
+    MemorySampler,
+    best_at,
     changed_hosts,
     is_turn_of,
+    mitogen_strategy_dir,
+    ratio_to_first,
+    render_table,
     run_playbook,
+    settings_env,
     stopped_cleanly_at,
 )
 
@@ -144,3 +151,43 @@ def test_is_turn_of_needs_the_reach_step_of_that_host() -> None:
     assert not is_turn_of(event, "h10")
     assert not is_turn_of({**event, "event": "runner_on_failed"}, "h1")
     assert not is_turn_of({"event": "runner_on_ok", "event_data": {"host": "h1", "task": "other"}}, "h1")
+
+
+def test_per_host_ratios_and_the_table() -> None:
+    sizes = [1, 16, 100]
+    results = {
+        ("default", 1): 40.0,
+        ("default", 16): 80.0,
+        ("default", 100): 300.0,
+        ("forks5", 1): 40.0,
+        ("forks5", 16): 160.0,
+        ("forks5", 100): "no-change-forks5-100: site.yml failed",
+    }
+    assert ratio_to_first(results, "default", sizes, 100) == pytest.approx(0.075)
+    assert ratio_to_first(results, "default", sizes, 16) == pytest.approx(0.125)
+    assert ratio_to_first(results, "forks5", sizes, 100) is None
+    assert best_at(results, ["default", "forks5"], sizes) == ("default", pytest.approx(0.075))
+    table = render_table(results, ["default", "forks5"], sizes, {})
+    default_row, forks_row = table.splitlines()[1:]
+    assert default_row.startswith(SETTINGS["default"][0])
+    assert "40.00 (1.00x)" in default_row and "5.00 (0.12x)" in default_row and "3.00 (0.07x)" in default_row
+    assert "10.00 (0.25x)" in forks_row and forks_row.split()[-2] == "failed"
+
+
+def test_the_memory_sampler_sees_child_processes() -> None:
+    import subprocess
+
+    with MemorySampler(interval=0.05) as memory:
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; b = bytearray(64 * 1024 * 1024); time.sleep(0.6)"]
+        )
+        child.wait()
+    assert memory.peak_processes >= 1
+    assert memory.peak_kib >= 60 * 1024  # the child's 64 MiB, touched by bytearray's zeroing
+
+
+def test_mitogen_settings_point_at_its_strategy_plugins() -> None:
+    label, env, connection = settings_env("mitogen")
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear" and connection == "docker"
+    assert Path(env["ANSIBLE_STRATEGY_PLUGINS"], "mitogen_linear.py").is_file()
+    assert env["ANSIBLE_STRATEGY_PLUGINS"] == mitogen_strategy_dir()

@@ -5,14 +5,20 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import json
+import socket
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import docker_api
 
-SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "vllm_server" / "files" / "vllm_fleet_watchdog.py"
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "roles" / "vllm_server" / "files" / "vllm_fleet_watchdog.py"
+# on the hosts the role installs module_utils/docker_api.py beside the script under this name
+sys.modules["vllm_fleet_docker_api"] = docker_api
 _spec = importlib.util.spec_from_file_location("vllm_fleet_watchdog", SCRIPT)
 assert _spec and _spec.loader
 wd = importlib.util.module_from_spec(_spec)
@@ -269,7 +275,7 @@ def test_main_writes_state_and_metrics(tmp_path: Path, server: str, monkeypatch:
         "maintenance_dir": str(tmp_path / "maintenance"),
     }
     (tmp_path / "wd.json").write_text(json.dumps(config))
-    monkeypatch.setattr(wd, "Docker", lambda socket_path: FakeDocker(RUNNING))
+    monkeypatch.setattr(wd, "DockerClient", lambda socket_path: FakeDocker(RUNNING))
     assert wd.main(["--config", str(tmp_path / "wd.json")]) == 0
     assert json.loads((tmp_path / "state.json").read_text())["vllm-tiny"]["outcome"] == "ok"
     assert (
@@ -283,3 +289,70 @@ def test_main_writes_state_and_metrics(tmp_path: Path, server: str, monkeypatch:
     assert wd.main(["--config", str(tmp_path / "wd.json")]) == 0
     assert len(_Handler.seen) == seen
     assert json.loads((tmp_path / "state.json").read_text())["vllm-tiny"]["outcome"] == "maintenance"
+
+
+class _FakeEngine(http.server.BaseHTTPRequestHandler):
+    """A Docker Engine API stand-in on a unix socket: one paused container, vllm-tiny."""
+
+    calls: list[str] = []
+    paused = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def address_string(self) -> str:  # unix sockets have no (host, port)
+        return "docker"
+
+    def _answer(self, status: int, body: bytes = b"") -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        _FakeEngine.calls.append("GET " + self.path)
+        if self.path == "/containers/vllm-tiny/json":
+            state = {"Running": True, "Paused": _FakeEngine.paused, "StartedAt": OLD_START}
+            self._answer(200, json.dumps({"State": state}).encode())
+        else:
+            self._answer(404, b'{"message": "no such container"}')
+
+    def do_POST(self) -> None:
+        _FakeEngine.calls.append("POST " + self.path)
+        if self.path == "/containers/vllm-tiny/unpause":
+            _FakeEngine.paused = False
+        self._answer(204)
+
+
+class _UnixHTTPServer(http.server.HTTPServer):
+    address_family = socket.AF_UNIX
+
+    def server_bind(self) -> None:
+        self.socket.bind(self.server_address)
+        self.server_name, self.server_port = "docker", 0
+
+
+def test_the_docker_client_unpauses_then_restarts_over_the_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "docker.sock")
+    engine = _UnixHTTPServer(path, _FakeEngine)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    _FakeEngine.calls, _FakeEngine.paused = [], True
+    try:
+        client = wd.DockerClient("unix://" + path)
+        assert client.inspect("missing") is None
+        client.restart("vllm-tiny", 7)
+    finally:
+        engine.shutdown()
+        engine.server_close()
+    assert _FakeEngine.calls == [
+        "GET /containers/missing/json",
+        "GET /containers/vllm-tiny/json",
+        "POST /containers/vllm-tiny/unpause",
+        "POST /containers/vllm-tiny/restart?t=7",
+    ]
+
+
+def test_the_docker_client_names_an_unreachable_socket(tmp_path: Path) -> None:
+    client = wd.DockerClient(str(tmp_path / "none.sock"))
+    with pytest.raises(docker_api.DockerError, match=r"cannot reach the Docker API at .*none\.sock"):
+        client.inspect("vllm-tiny")

@@ -10,13 +10,12 @@ Every check is logged on stdout (the journal); the state of each target is writt
 as node-exporter textfile metrics.
 
 Usage: vllm_fleet_watchdog.py --config /etc/vllm-fleet/watchdog.json
-Python 3 standard library only.
+Python 3 standard library only; the Docker client is vllm_fleet_docker_api.py beside this file.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import socket
@@ -30,6 +29,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+# installed next to this script by the vllm_server role (the collection's module_utils/docker_api.py)
+from vllm_fleet_docker_api import DockerClient
+
 DEFAULTS: dict[str, Any] = {
     "timeout": 5.0,
     "failures_before_restart": 3,
@@ -41,54 +43,6 @@ DEFAULTS: dict[str, Any] = {
     "maintenance_dir": "/run/vllm-fleet/maintenance",
     "targets": [],
 }
-
-
-# --- Docker API over the unix socket ------------------------------------------------------------------
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
-class Docker:
-    def __init__(self, socket_path: str) -> None:
-        self.socket_path = socket_path
-
-    def _call(self, method: str, path: str, timeout: float) -> tuple[int, bytes]:
-        conn = _UnixConnection(self.socket_path, timeout)
-        try:
-            conn.request(method, path, headers={"Host": "docker"})
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
-
-    def inspect(self, name: str) -> dict[str, Any] | None:
-        status, body = self._call("GET", f"/containers/{urllib.parse.quote(name)}/json", 10)
-        if status == 404:
-            return None
-        if status != 200:
-            raise RuntimeError(f"inspect {name}: HTTP {status}")
-        return json.loads(body)
-
-    def restart(self, name: str, stop_timeout: int) -> None:
-        quoted = urllib.parse.quote(name)
-        info = self.inspect(name) or {}
-        if (info.get("State") or {}).get("Paused"):
-            status, body = self._call("POST", f"/containers/{quoted}/unpause", 30)
-            if status not in (204, 304):
-                raise RuntimeError(f"unpause {name}: HTTP {status} {body[:200]!r}")
-        status, body = self._call(
-            "POST", f"/containers/{quoted}/restart?t={int(stop_timeout)}", stop_timeout + 60
-        )
-        if status != 204:
-            raise RuntimeError(f"restart {name}: HTTP {status} {body[:200]!r}")
 
 
 # --- the inference check ------------------------------------------------------------------------------
@@ -337,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     states = load_json(cfg["state_file"], {})
     if not isinstance(states, dict):
         states = {}
-    new_states = run_once(cfg, states, docker=Docker(cfg["docker_socket"]))
+    new_states = run_once(cfg, states, docker=DockerClient(cfg["docker_socket"]))
     write_atomic(cfg["state_file"], json.dumps(new_states, indent=1, sort_keys=True), 0o600)
     write_atomic(cfg["textfile"], render_metrics(new_states, cfg["targets"]))
     sys.stdout.flush()
