@@ -44,10 +44,10 @@ options:
       - What the community.docker info modules read on this host (the fleet_doctor role's probe tasks),
         as C(socket), C(error) (why Docker could not be read; empty when it could), C(host_info)
         (community.docker.docker_host_info), C(containers) (the results of
-        community.docker.docker_container_info over the running containers) and C(images) (the results of
+        community.docker.docker_container_info over the running containers), C(images) (the results of
         community.docker.docker_image_info over the images to check for their CUDA version) and C(shm)
         (the results of community.docker.docker_container_exec printing the size of C(/dev/shm) in the running
-        vLLM containers: the /dev/shm their processes get, which with ipc=host is the Docker engine host's).
+        vLLM containers, the size their processes get; with ipc=host, that of the Docker engine's host).
       - Omitted or empty, containers and images are reported as unavailable.
     type: dict
     default: {}
