@@ -298,7 +298,7 @@ def check_weights(view: HostView) -> list[Problem]:
                     view.host,
                 )
             )
-        if "revision" not in entry or entry.get("revision") is None or entry.get("revision") == "":
+        if entry.get("revision") in (None, ""):
             problems.append(
                 Problem(
                     f"{var}.revision",
