@@ -7,8 +7,9 @@ version, the arguments it ran with, and what its log printed ("Model loading too
 cache memory", "GPU KV cache size"). Settings the run left at vLLM's defaults are filled in with
 vLLM's own defaults for that release and GPU, so the planner predicts the same configuration.
 
-Prints predicted vs logged per case and the median / worst relative error of the weights, the KV
-cache tokens and the available KV-cache memory. Exit status 0 (a report, not a gate) unless
+Prints predicted vs logged per case, the median / p90 / worst relative error of the weights, the KV
+cache tokens and the available KV-cache memory, and how many of the startups that failed
+(`expected.starts: false`, with vLLM's error in `expected.error`) the planner predicts as failing. Exit status 0 (a report, not a gate) unless
 --max-error is given and a median exceeds it.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -81,6 +83,12 @@ def _rel(pred: float, actual: float) -> float:
     return (pred - actual) / actual if actual else float("nan")
 
 
+def _p90(values: list[float]) -> float:
+    """Nearest-rank 90th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=Path, default=CASES)
@@ -91,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no cases in {ns.cases}", file=sys.stderr)
         return 1
     errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": []}
+    failed_starts: list[tuple[str, bool]] = []
     header = (
         f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} "
         f"{'avail KV GiB pred/log':>23s}"
@@ -123,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             cols.append(f"{a_pred:6.2f}/{exp['available_kv_gib']:6.2f} {e:+7.1%}")
         else:
             cols.append(f"{'-':>23s}")
-        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}")
+        mark = ""
+        if exp.get("starts") is False:
+            caught = not result["feasible"]
+            failed_starts.append((case["name"], caught))
+            mark = "  failed start: " + ("predicted" if caught else "MISSED")
+        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}{mark}")
     print()
     failed = False
     for key, label in (
@@ -139,10 +153,16 @@ def main(argv: list[str] | None = None) -> int:
         median = statistics.median(abs_errs)
         print(
             f"{label:20s} n={len(values):2d}  median |rel err| {median:6.1%}  "
-            f"worst {worst:+7.1%} ({worst_name})"
+            f"p90 {_p90(abs_errs):6.1%}  worst {worst:+7.1%} ({worst_name})"
         )
         if ns.max_error is not None and median > ns.max_error:
             failed = True
+    caught = sum(1 for _, c in failed_starts if c)
+    missed = [n for n, c in failed_starts if not c]
+    print(
+        f"failed startups predicted as failed: {caught}/{len(failed_starts)}"
+        + (f"  (missed: {', '.join(missed)})" if missed else "")
+    )
     return 1 if failed else 0
 
 
