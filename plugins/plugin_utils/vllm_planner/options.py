@@ -300,6 +300,13 @@ OPTIONS: tuple[PlanOption, ...] = (
         vllm_flags=("--language-model-only",),
     ),
     PlanOption("vllm_version", parse_version, "vLLM release to plan for", str, "X.Y.Z"),
+    PlanOption(
+        "vllm_image",
+        parse_name,
+        "image the instance runs; its tag gives the release when vllm_version is unset",
+        str,
+        "IMAGE",
+    ),
     PlanOption("target_context_len", parse_int, "context length to aim for", int, "N"),
     PlanOption("target_concurrency", parse_int, "requests that should fit at once", int, "N"),
     PlanOption("workload", parse_workload, "chat or batch (scheduler defaults)", str, "W", choices=WORKLOADS),
@@ -330,6 +337,7 @@ class PlanOptions:
     block_size: int | None
     language_model_only: bool
     vllm_version: str | None
+    vllm_image: str | None
     target_context_len: int | None
     target_concurrency: int | None
     workload: str

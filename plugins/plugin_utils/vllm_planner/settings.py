@@ -68,17 +68,33 @@ def short_name(arch: ModelArch, model_name: str | None) -> str:
 
 
 def version_warnings(vinfo: VersionInfo) -> list[str]:
+    out = []
+    if vinfo.assumed:
+        out.append(
+            f"VLLM VERSION UNKNOWN: neither vllm_version nor a release-tagged vllm_image was given; planned "
+            f"for {vinfo.text}, whose memory accounting differs from older releases. Fix: set vllm_version "
+            "to the release the image runs"
+        )
+    elif vinfo.dev_build:
+        out.append(
+            f"VLLM DEVELOPMENT BUILD: vllm_version {vinfo.raw} is a build between releases; planned with "
+            f"the {vinfo.version[0]}.{vinfo.version[1]} family's accounting ({vinfo.family}), and changes "
+            "merged since that release are not modelled. Fix: run a released image and set vllm_version "
+            "to its release"
+        )
     if not vinfo.extrapolated:
-        return []
+        return out
     if vinfo.version < (0, 8):
-        return [
+        out.append(
             f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
             "accounting, so memory figures are approximate"
-        ]
-    return [
+        )
+        return out
+    out.append(
         f"vllm_version {vinfo.text} is newer than the newest modelled release (0.34); "
         "planned with the 0.34 accounting"
-    ]
+    )
+    return out
 
 
 def resolve_dtype(opts: PlanOptions, arch: ModelArch, g: GpuSpec, vinfo: VersionInfo, notes: Notes) -> str:
