@@ -410,7 +410,16 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "type": int,
             "metavar": "N",
-            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: estimated)",
+            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: measured per GPU model, else estimated)",
+        },
+    ),
+    "memory_used_mib": (
+        "--gpu-memory-used-mib",
+        {
+            "type": int,
+            "default": 0,
+            "metavar": "N",
+            "help": "nvidia-smi memory.used by other processes before vLLM starts",
         },
     ),
 }
@@ -453,6 +462,8 @@ def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
     gpu = {key: getattr(ns, f"gpu_{key}") for key in GPU_FLAGS}
     if gpu["memory_reserved_mib"] is None:
         del gpu["memory_reserved_mib"]
+    if not gpu["memory_used_mib"]:
+        del gpu["memory_used_mib"]
     gpu["shared"] = ns.shared_gpu
     return gpu
 
