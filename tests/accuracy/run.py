@@ -5,7 +5,8 @@ Each file in cases/ records one vLLM start found in public sources (URL in `sour
 (a config from tests/data/model-configs, optionally with `config_overrides`), the GPU, the vLLM
 version, the arguments it ran with, and what its log printed ("Model loading took", "Available KV
 cache memory", "GPU KV cache size"). Settings the run left at vLLM's defaults are filled in with
-vLLM's own defaults for that release and GPU, so the planner predicts the same configuration.
+vLLM's own defaults for that release, GPU class and usage context (the plan's `vllm_defaults`), so the
+planner predicts the same configuration.
 
 Prints predicted vs logged per case, the median / p90 / worst relative error of the weights, the KV
 cache tokens and the available KV-cache memory, and how many of the startups that failed
@@ -27,14 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (  # noqa: E402
-    GpuSpec,
-    plan,
-    version_info,
-)
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.planner import (  # noqa: E402
-    _class_defaults,
-)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "cases"
 CONFIGS = ROOT / "tests" / "data" / "model-configs"
@@ -68,14 +62,14 @@ def predict(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("config_overrides"):
         cfg = _merge(cfg, case["config_overrides"])
     args = dict(case.get("args", {}))
-    workload = "batch" if case.get("usage") == "offline" else "chat"
-    gpu = GpuSpec.from_any(case["gpu"])
-    mnbt, seqs = _class_defaults(gpu, version_info(case["vllm_version"]), workload)
-    args.setdefault("max_num_seqs", seqs)
-    args.setdefault("max_num_batched_tokens", max(mnbt, args["max_num_seqs"]))
     args.setdefault("tensor_parallel_size", 1)
     args["vllm_version"] = case["vllm_version"]
-    args["workload"] = workload
+    args["workload"] = "batch" if case.get("usage") == "offline" else "chat"
+    # What the run left unset takes vLLM's own default for the release, GPU class and usage context
+    # (max_model_len: the model's, never capped), as the planner predicts it for vLLM without those args.
+    own = plan(cfg, case["gpu"], options=args)["vllm_defaults"]
+    for key in ("max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        args.setdefault(key, own[key])
     return plan(cfg, case["gpu"], options=args)
 
 
