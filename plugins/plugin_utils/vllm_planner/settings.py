@@ -263,9 +263,15 @@ def vllm_scheduler_defaults(
     return mnbt, seqs if user_seqs else min(seqs, mnbt)
 
 
-def scheduler(opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes) -> tuple[int, int, int]:
+def scheduler(
+    opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes, want_len: int
+) -> tuple[int, int, int]:
     """(class default max_num_seqs, max_num_seqs, max_num_batched_tokens) before KV sizing."""
-    cls_mnbt, cls_seqs = class_defaults(g, vinfo, opts.workload)
+    if vinfo.version < (0, 8):
+        # V0 refuses a batch below max_model_len unless chunked prefill is on: keep vLLM's own choice
+        cls_mnbt, cls_seqs = vllm_scheduler_defaults(g, vinfo, opts.workload, want_len)
+    else:
+        cls_mnbt, cls_seqs = class_defaults(g, vinfo, opts.workload)
     user_seqs, user_mnbt = opts.max_num_seqs, opts.max_num_batched_tokens
     seqs = user_seqs or cls_seqs
     mnbt = user_mnbt or cls_mnbt
@@ -331,7 +337,7 @@ def settle(
         arch, ckpt_quant, ckpt_d, d, safetensors_index, weights_bytes, notes.warnings
     )
     derived, key, want_len = context_length(opts, arch, vinfo, notes)
-    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes)
+    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes, want_len)
     ctx = Ctx(
         arch=arch,
         gpu=g,
