@@ -10,7 +10,8 @@ planner predicts the same configuration.
 
 Prints predicted vs logged per case, the median / p90 / worst relative error of the weights, the KV
 cache tokens and the available KV-cache memory, and how many of the startups that failed
-(`expected.starts: false`, with vLLM's error in `expected.error`) the planner predicts as failing. Exit status 0 (a report, not a gate) unless
+(`expected.starts: false`, with vLLM's error in `expected.error`) the planner predicts as failing.
+Exit status 0 (a report, not a gate) unless
 --max-error is given and a median exceeds it.
 """
 

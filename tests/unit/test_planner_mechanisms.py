@@ -87,7 +87,9 @@ def test_v0_failure_uses_v0_wording() -> None:
     assert r["feasible"] is False
     d = r["vllm_defaults"]
     assert d["starts"] is False
-    assert d["error"].startswith("The model's max seq len (29000) is larger than the maximum number of tokens")
+    assert d["error"].startswith(
+        "The model's max seq len (29000) is larger than the maximum number of tokens"
+    )
 
 
 # --- the release to plan for ------------------------------------------------------------------------
@@ -111,7 +113,9 @@ def test_release_from_image_tag() -> None:
 
 
 def test_image_without_release_is_refused() -> None:
-    with pytest.raises(PlanInputError, match=r"^vllm_version: unset, and the tag of vllm_image .*Fix: set vllm_version"):
+    with pytest.raises(
+        PlanInputError, match=r"^vllm_version: unset, and the tag of vllm_image .*Fix: set vllm_version"
+    ):
         plan(config("Qwen__Qwen3-8B"), H100, options={"vllm_image": "vllm/vllm-openai:nightly"})
 
 
@@ -120,7 +124,9 @@ def test_commit_is_refused_and_dev_build_warned() -> None:
         plan(config("Qwen__Qwen3-8B"), H100, options={"vllm_version": "3babc05a"})
     r = plan(config("Qwen__Qwen3-8B"), H100, options={"vllm_version": "0.11.1.dev123+g3babc05a"})
     assert r["vllm_family"] == version_info("0.11.0").family
-    assert any(w.startswith("VLLM DEVELOPMENT BUILD: vllm_version 0.11.1.dev123+g3babc05a") for w in r["warnings"])
+    assert any(
+        w.startswith("VLLM DEVELOPMENT BUILD: vllm_version 0.11.1.dev123+g3babc05a") for w in r["warnings"]
+    )
 
 
 # --- driver-reserved memory and other processes ---------------------------------------------------
@@ -148,7 +154,9 @@ def test_other_processes_fail_the_startup_free_memory_check() -> None:
         "compute_capability": "8.9",
         "memory_used_mib": 1823,
     }
-    r = plan(config("Qwen__Qwen3-0.6B"), l4, options={"vllm_version": "0.15.1", "gpu_memory_utilization": 0.9})
+    r = plan(
+        config("Qwen__Qwen3-0.6B"), l4, options={"vllm_version": "0.15.1", "gpu_memory_utilization": 0.9}
+    )
     assert r["feasible"] is False
     err = r["errors"][0]
     assert err.startswith("gpu_memory_utilization: Free memory on device (19.77/22.05 GiB) on startup")

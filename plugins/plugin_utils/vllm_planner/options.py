@@ -410,7 +410,7 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "type": int,
             "metavar": "N",
-            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: measured per GPU model, else estimated)",
+            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: measured per GPU, else estimated)",
         },
     ),
     "memory_used_mib": (
