@@ -5,10 +5,13 @@ Each file in cases/ records one vLLM start found in public sources (URL in `sour
 (a config from tests/data/model-configs, optionally with `config_overrides`), the GPU, the vLLM
 version, the arguments it ran with, and what its log printed ("Model loading took", "Available KV
 cache memory", "GPU KV cache size"). Settings the run left at vLLM's defaults are filled in with
-vLLM's own defaults for that release and GPU, so the planner predicts the same configuration.
+vLLM's own defaults for that release, GPU class and usage context (the plan's `vllm_defaults`), so the
+planner predicts the same configuration.
 
-Prints predicted vs logged per case and the median / worst relative error of the weights, the KV
-cache tokens and the available KV-cache memory. Exit status 0 (a report, not a gate) unless
+Prints predicted vs logged per case, the median / p90 / worst relative error of the weights, the KV
+cache tokens and the available KV-cache memory, and how many of the startups that failed
+(`expected.starts: false`, with vLLM's error in `expected.error`) the planner predicts as failing.
+Exit status 0 (a report, not a gate) unless
 --max-error is given and a median exceeds it.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -25,14 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (  # noqa: E402
-    GpuSpec,
-    plan,
-    version_info,
-)
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.planner import (  # noqa: E402
-    _class_defaults,
-)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "cases"
 CONFIGS = ROOT / "tests" / "data" / "model-configs"
@@ -66,19 +63,25 @@ def predict(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("config_overrides"):
         cfg = _merge(cfg, case["config_overrides"])
     args = dict(case.get("args", {}))
-    workload = "batch" if case.get("usage") == "offline" else "chat"
-    gpu = GpuSpec.from_any(case["gpu"])
-    mnbt, seqs = _class_defaults(gpu, version_info(case["vllm_version"]), workload)
-    args.setdefault("max_num_seqs", seqs)
-    args.setdefault("max_num_batched_tokens", max(mnbt, args["max_num_seqs"]))
     args.setdefault("tensor_parallel_size", 1)
     args["vllm_version"] = case["vllm_version"]
-    args["workload"] = workload
+    args["workload"] = "batch" if case.get("usage") == "offline" else "chat"
+    # What the run left unset takes vLLM's own default for the release, GPU class and usage context
+    # (max_model_len: the model's, never capped), as the planner predicts it for vLLM without those args.
+    own = plan(cfg, case["gpu"], options=args)["vllm_defaults"]
+    for key in ("max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        args.setdefault(key, own[key])
     return plan(cfg, case["gpu"], options=args)
 
 
 def _rel(pred: float, actual: float) -> float:
     return (pred - actual) / actual if actual else float("nan")
+
+
+def _p90(values: list[float]) -> float:
+    """Nearest-rank 90th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no cases in {ns.cases}", file=sys.stderr)
         return 1
     errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": []}
+    failed_starts: list[tuple[str, bool]] = []
     header = (
         f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} "
         f"{'avail KV GiB pred/log':>23s}"
@@ -123,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             cols.append(f"{a_pred:6.2f}/{exp['available_kv_gib']:6.2f} {e:+7.1%}")
         else:
             cols.append(f"{'-':>23s}")
-        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}")
+        mark = ""
+        if exp.get("starts") is False:
+            caught = not result["feasible"]
+            failed_starts.append((case["name"], caught))
+            mark = "  failed start: " + ("predicted" if caught else "MISSED")
+        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}{mark}")
     print()
     failed = False
     for key, label in (
@@ -139,10 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         median = statistics.median(abs_errs)
         print(
             f"{label:20s} n={len(values):2d}  median |rel err| {median:6.1%}  "
-            f"worst {worst:+7.1%} ({worst_name})"
+            f"p90 {_p90(abs_errs):6.1%}  worst {worst:+7.1%} ({worst_name})"
         )
         if ns.max_error is not None and median > ns.max_error:
             failed = True
+    caught = sum(1 for _, c in failed_starts if c)
+    missed = [n for n, c in failed_starts if not c]
+    print(
+        f"failed startups predicted as failed: {caught}/{len(failed_starts)}"
+        + (f"  (missed: {', '.join(missed)})" if missed else "")
+    )
     return 1 if failed else 0
 
 

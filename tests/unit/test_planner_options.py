@@ -41,6 +41,7 @@ SAMPLES: dict[str, Any] = {
     "block_size": 32,
     "language_model_only": True,
     "vllm_version": "0.20.1",
+    "vllm_image": "vllm/vllm-openai:v0.20.1",
     "target_context_len": 16384,
     "target_concurrency": 8,
     "workload": "batch",

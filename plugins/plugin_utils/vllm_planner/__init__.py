@@ -10,7 +10,13 @@ from .errors import PlanInputError
 from .gpu import GpuSpec, gpu_spec_from_facts
 from .options import OPTION_KEYS, OPTIONS, PlanOption, merge_plan_options
 from .planner import plan, tp_candidates, tp_problems
-from .versions import DEFAULT_VLLM_VERSION, parse_version, version_info
+from .versions import (
+    DEFAULT_VLLM_VERSION,
+    parse_version,
+    resolve_version_text,
+    version_from_image,
+    version_info,
+)
 
 __all__ = [
     "DEFAULT_VLLM_VERSION",
@@ -26,8 +32,10 @@ __all__ = [
     "plan",
     "resolve",
     "resolve_cached",
+    "resolve_version_text",
     "text_config_of",
     "tp_candidates",
     "tp_problems",
+    "version_from_image",
     "version_info",
 ]

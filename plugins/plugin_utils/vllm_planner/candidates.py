@@ -128,15 +128,23 @@ def parallel_errors(s: Settings) -> list[str]:
                 f"pipeline_parallel_size: {user_pp} stages exceed the model's {arch.num_layers} "
                 "layers. Fix: lower pipeline_parallel_size."
             )
-    if user_gmu is not None and not vinfo.extensible:
+    # vLLM's startup check (0.9+): the memory free at its first snapshot must hold total x gmu;
+    # other processes on the GPU (memory_used_mib) count against it.
+    gmu = user_gmu if user_gmu is not None else (vinfo.gmu_default if g.memory_used_mib else None)
+    if gmu is not None and not vinfo.extensible:
         pre = CUDA_CONTEXT + (0 if vinfo.nccl_in_budget else nccl_bytes(world))
-        free = g.cuda_total_bytes - pre
-        req = int(g.cuda_total_bytes * user_gmu)
+        free = g.cuda_total_bytes - pre - g.used_bytes
+        req = int(g.cuda_total_bytes * gmu)
         if not vinfo.absolute_budget and free < req:
             max_ok = math.floor((free - 64 * MIB) / g.cuda_total_bytes * 100) / 100
+            others = (
+                f", or free the {g.memory_used_mib} MiB other processes hold on the GPU"
+                if g.memory_used_mib
+                else ""
+            )
             errors.append(
-                f"gpu_memory_utilization: {E.free_memory_short(free, g.cuda_total_bytes, user_gmu, req)}"
-                f" Fix: set gpu_memory_utilization <= {max_ok:.2f}."
+                f"gpu_memory_utilization: {E.free_memory_short(free, g.cuda_total_bytes, gmu, req)}"
+                f" Fix: set gpu_memory_utilization <= {max_ok:.2f}{others}."
             )
     return errors
 

@@ -139,6 +139,20 @@ def format_table(result: dict[str, Any]) -> str:
         ("KV cache tokens", f"{result['kv_cache_tokens']:,} (block size {result['block_size']})"),
         ("max concurrency", f"{result['max_concurrency']:.2f}x at {result['max_model_len']:,} tokens"),
     ]
+    d = result.get("vllm_defaults")
+    if d:
+        own = (
+            f"max_model_len {d['max_model_len']:,}, max_num_seqs {d['max_num_seqs']}, "
+            f"max_num_batched_tokens {d['max_num_batched_tokens']}: "
+        )
+        if d["starts"]:
+            own += (
+                f"starts, activation peak {d['activation_peak_bytes'] / GIB:.2f} GiB, "
+                f"{d['kv_cache_tokens']:,} KV tokens"
+            )
+        else:
+            own += "FAILS TO START"
+        rows.append(("vLLM's own defaults", own))
     width = max(len(k) for k, _unused in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     if result["vllm_args"]:
@@ -147,6 +161,8 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"WARNING: {w}")
     for e in result["errors"]:
         lines.append(f"ERROR: {e}")
+    if d and not d["starts"]:
+        lines.append(f"vLLM's own defaults: {d['error']}")
     return "\n".join(lines)
 
 

@@ -17,6 +17,27 @@ _BLACKWELL_DC_MAJOR = 10
 _SPEC_CACHE: dict[tuple[tuple[str, str, Any], ...], GpuSpec] = {}
 
 
+# Driver-reserved framebuffer measured on real cards, by (name fragment, nvidia-smi memory.total):
+# what CUDA reports as total is memory.total minus this.
+MEASURED_RESERVED_MIB: tuple[tuple[str, int, int], ...] = (
+    # vLLM 0.11 startup on one H100 80GB HBM3: 79.18 GiB CUDA total of 81559 MiB (llm-d-benchmark
+    # empirical-vllm-memory-results.md)
+    ("h100", 81559, 479),
+    # nvidia-smi -q "Reserved: 616 MiB" and torch.cuda.mem_get_info total 139.80 GiB on an H200
+    ("h200", 143771, 616),
+    # vLLM 0.6 "total_gpu_memory=23.58GiB" on an RTX 3090 of 24576 MiB (vllm-project/vllm#10517)
+    ("3090", 24576, 430),
+)
+
+
+def measured_reserved_mib(name: str, total_mib: int) -> int | None:
+    low = name.lower()
+    for fragment, total, reserved in MEASURED_RESERVED_MIB:
+        if fragment in low and total == total_mib:
+            return reserved
+    return None
+
+
 def estimate_reserved_mib(total_mib: int) -> int:
     """Driver-reserved framebuffer that CUDA never exposes (nvidia-smi "FB Memory Usage: Reserved").
 
@@ -40,6 +61,8 @@ class GpuSpec:
     nodes: int = 1
     shared: bool = False
     memory_reserved_mib: int | None = None
+    # memory other processes hold on each GPU when vLLM starts (nvidia-smi memory.used before the start)
+    memory_used_mib: int = 0
     cc: tuple[int, int] = field(init=False, compare=False)
     reserved_mib: int = field(init=False, compare=False)
     cuda_total_bytes: int = field(init=False, compare=False)
@@ -76,6 +99,7 @@ class GpuSpec:
             "nodes",
             "shared",
             "memory_reserved_mib",
+            "memory_used_mib",
             *INFORMATIONAL_KEYS,
         }
         unknown = sorted(set(gpu) - known)
@@ -105,6 +129,12 @@ class GpuSpec:
                     "Fix: pass nvidia-smi -q 'FB Memory Usage: Reserved' (a few hundred MiB) or leave it "
                     "unset."
                 )
+        used = _nonneg_int(gpu.get("memory_used_mib") or 0, "gpu.memory_used_mib")
+        if used >= memory:
+            raise PlanInputError(
+                f"gpu.memory_used_mib: {used} must be smaller than gpu.memory_mib ({memory}). Fix: pass "
+                "nvidia-smi memory.used of the GPU before vLLM starts (0 on an idle GPU)."
+            )
         shared = gpu.get("shared", False)
         if not isinstance(shared, bool):
             raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
@@ -116,6 +146,7 @@ class GpuSpec:
             nodes=nodes,
             shared=shared,
             memory_reserved_mib=reserved,
+            memory_used_mib=used,
         )
 
     def __post_init__(self) -> None:
@@ -123,10 +154,16 @@ class GpuSpec:
         object.__setattr__(self, "cc", (int(major), int(minor)))
         reserved = self.memory_reserved_mib
         if reserved is None:
+            reserved = measured_reserved_mib(self.name, self.memory_mib)
+        if reserved is None:
             reserved = estimate_reserved_mib(self.memory_mib)
         object.__setattr__(self, "reserved_mib", reserved)
         # What cudaMemGetInfo reports as total (nvidia-smi total minus Reserved): vLLM's T.
         object.__setattr__(self, "cuda_total_bytes", (self.memory_mib - reserved) * MIB)
+
+    @property
+    def used_bytes(self) -> int:
+        return self.memory_used_mib * MIB
 
     @property
     def cuda_total_gib(self) -> float:

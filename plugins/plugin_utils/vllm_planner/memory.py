@@ -185,19 +185,20 @@ def stage_memory(
     headroom = 0
     if vinfo.extensible:
         requested = math.ceil(T * gmu) if gmu is not None else T
-        free_snap = T - pre
+        free_snap = T - pre - gpu.used_bytes
         margin = max(EXT_MARGIN_MIN, int(0.75 * A))
         avail = min(requested, free_snap - margin) - (W + non_torch + G) - A
     else:
         g = gmu if gmu is not None else vinfo.gmu_default
         requested = int(T * g)
         if vinfo.absolute_budget:
-            avail = requested - (W + A + non_torch + CUDA_CONTEXT + nccl)
+            # 0.8.x: everything on the GPU, other processes included, counts against total x gmu
+            avail = requested - (W + A + non_torch + CUDA_CONTEXT + nccl + gpu.used_bytes)
             headroom = T - requested - G
         else:
             avail = requested - (W + A + non_torch)
             if vinfo.cudagraph_in_budget:
                 avail -= G
             else:
-                headroom = T - requested - pre - G
+                headroom = T - requested - pre - G - gpu.used_bytes
     return StageMemory(T, requested, pre, W, A, non_torch, G, int(avail), int(headroom))

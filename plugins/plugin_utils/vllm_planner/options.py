@@ -300,6 +300,13 @@ OPTIONS: tuple[PlanOption, ...] = (
         vllm_flags=("--language-model-only",),
     ),
     PlanOption("vllm_version", parse_version, "vLLM release to plan for", str, "X.Y.Z"),
+    PlanOption(
+        "vllm_image",
+        parse_name,
+        "image the instance runs; its tag gives the release when vllm_version is unset",
+        str,
+        "IMAGE",
+    ),
     PlanOption("target_context_len", parse_int, "context length to aim for", int, "N"),
     PlanOption("target_concurrency", parse_int, "requests that should fit at once", int, "N"),
     PlanOption("workload", parse_workload, "chat or batch (scheduler defaults)", str, "W", choices=WORKLOADS),
@@ -330,6 +337,7 @@ class PlanOptions:
     block_size: int | None
     language_model_only: bool
     vllm_version: str | None
+    vllm_image: str | None
     target_context_len: int | None
     target_concurrency: int | None
     workload: str
@@ -402,7 +410,16 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "type": int,
             "metavar": "N",
-            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: estimated)",
+            "help": "nvidia-smi -q 'FB Memory Usage: Reserved' (default: measured per GPU, else estimated)",
+        },
+    ),
+    "memory_used_mib": (
+        "--gpu-memory-used-mib",
+        {
+            "type": int,
+            "default": 0,
+            "metavar": "N",
+            "help": "nvidia-smi memory.used by other processes before vLLM starts",
         },
     ),
 }
@@ -445,6 +462,8 @@ def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
     gpu = {key: getattr(ns, f"gpu_{key}") for key in GPU_FLAGS}
     if gpu["memory_reserved_mib"] is None:
         del gpu["memory_reserved_mib"]
+    if not gpu["memory_used_mib"]:
+        del gpu["memory_used_mib"]
     gpu["shared"] = ns.shared_gpu
     return gpu
 

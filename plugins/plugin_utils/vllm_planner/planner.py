@@ -20,7 +20,7 @@ from .refusals import refusals
 from .result import build_result
 from .settings import Notes, settle, version_warnings
 from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
-from .versions import version_info
+from .versions import resolve_version_text, version_info
 
 __all__ = [
     "OPTION_KEYS",
@@ -52,7 +52,7 @@ def plan(
     check_known(raw)
     arch = resolve_cached(model_config)
     g = GpuSpec.from_any(gpu)
-    vinfo = version_info(parse_version(raw, "vllm_version"))
+    vinfo = version_info(resolve_version_text(parse_version(raw, "vllm_version"), raw.get("vllm_image")))
     notes = Notes(warnings=version_warnings(vinfo))
     opts = parse_options(raw, check=False)  # checked above, before the config is read
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .evaluation import Evaluation
+from . import errors as E
+from .evaluation import Evaluation, evaluate
 from .kv import logged_tokens
 from .options import vllm_arguments
-from .settings import Notes, Settings
+from .settings import Notes, Settings, vllm_scheduler_defaults
 
 # vLLM releases before the language-model-only flag turn the encoders off this way
 _NO_MM_INPUTS = ("--limit-mm-per-prompt", '{"image": 0, "video": 0, "audio": 0}')
@@ -66,6 +67,60 @@ def _per_gpu(s: Settings, ev: Evaluation | None) -> dict[str, int]:
     }
 
 
+def _startup_error(s: Settings, ev: Evaluation, length: int, mnbt: int) -> str:
+    """vLLM's own error when this evaluation cannot start; empty when it starts."""
+    ctx, vinfo = s.ctx, s.ctx.vinfo
+    st = ev.stage
+    if not ev.weights_fit or st.mem.available_kv <= 0 or ev.num_blocks < 1:
+        return E.NO_CACHE_MEMORY
+    if ev.l_fit >= length:
+        return ""
+    if vinfo.version < (0, 8):
+        return E.v0_kv_too_small(length, ev.num_blocks * st.layout.block_size)
+    shown = s.gmu if s.opts.gpu_memory_utilization is not None else None
+    return E.kv_too_small(
+        vinfo.kv_error_variant,
+        vinfo.kv_error_link,
+        length,
+        st.layout.needed_bytes(length, mnbt * ctx.inflight_mult(ev.pp), ctx.mamba_blocks),
+        max(st.budget, 0),
+        max(ev.l_fit, 0),
+        extensible=vinfo.extensible,
+        gmu=shown,
+    )
+
+
+def vllm_defaults(s: Settings, tp: int, pp: int) -> dict[str, Any]:
+    """What vLLM does at this split when the planner's max_model_len, max_num_seqs and
+    max_num_batched_tokens are not passed (those the options set are kept): its own defaults for the
+    release, GPU class and usage context, profiled at those values. vLLM does not shrink a length that
+    does not fit: it fails to start."""
+    ctx, opts = s.ctx, s.opts
+    length = opts.max_model_len or s.default_len
+    mnbt, seqs = vllm_scheduler_defaults(
+        ctx.gpu, ctx.vinfo, opts.workload, length, opts.max_num_batched_tokens, opts.max_num_seqs
+    )
+    ev = evaluate(ctx, tp, pp, s.gmu, mnbt, seqs, length)
+    st = ev.stage
+    error = _startup_error(s, ev, length, mnbt)
+    tokens = 0
+    if ev.num_blocks > 0:
+        tokens, _conc = logged_tokens(
+            st.layout, ev.num_blocks, length, mnbt * ctx.inflight_mult(pp), ctx.mamba_blocks, ctx.vinfo
+        )
+    return {
+        "max_model_len": length,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": mnbt,
+        "starts": not error,
+        "error": error,
+        "activation_peak_bytes": int(st.mem.activation),
+        "available_kv_cache_bytes": int(st.mem.available_kv),
+        "kv_cache_tokens": int(tokens),
+        "max_model_len_fit": int(max(ev.l_fit, 0)),
+    }
+
+
 def build_result(
     feasible: bool,
     notes: Notes,
@@ -120,4 +175,5 @@ def build_result(
         "max_model_len_fit": int(l_fit) if l_fit is not None else 0,
         "weights_source": s.weights_source,
         "vllm_args": vllm_args(s, tp, pp, max_len, seqs, mnbt) if feasible else [],
+        "vllm_defaults": vllm_defaults(s, tp, pp),
     }

@@ -51,6 +51,7 @@ class Settings:
     len_key: str  # config key the model's maximum length came from
     want_len: int  # max_model_len to aim for
     expected: int  # request length max_num_seqs is sized for
+    default_len: int  # max_model_len vLLM takes when it is not passed
     class_seqs: int  # vLLM's default max_num_seqs for this GPU class
     seqs: int  # max_num_seqs before it is sized from the KV cache
     mnbt: int  # max_num_batched_tokens before it follows max_num_seqs
@@ -68,17 +69,33 @@ def short_name(arch: ModelArch, model_name: str | None) -> str:
 
 
 def version_warnings(vinfo: VersionInfo) -> list[str]:
+    out = []
+    if vinfo.assumed:
+        out.append(
+            f"VLLM VERSION UNKNOWN: neither vllm_version nor a release-tagged vllm_image was given; planned "
+            f"for {vinfo.text}, whose memory accounting differs from older releases. Fix: set vllm_version "
+            "to the release the image runs"
+        )
+    elif vinfo.dev_build:
+        out.append(
+            f"VLLM DEVELOPMENT BUILD: vllm_version {vinfo.raw} is a build between releases; planned with "
+            f"the {vinfo.version[0]}.{vinfo.version[1]} family's accounting ({vinfo.family}), and changes "
+            "merged since that release are not modelled. Fix: run a released image and set vllm_version "
+            "to its release"
+        )
     if not vinfo.extrapolated:
-        return []
+        return out
     if vinfo.version < (0, 8):
-        return [
+        out.append(
             f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
             "accounting, so memory figures are approximate"
-        ]
-    return [
+        )
+        return out
+    out.append(
         f"vllm_version {vinfo.text} is newer than the newest modelled release (0.34); "
         "planned with the 0.34 accounting"
-    ]
+    )
+    return out
 
 
 def resolve_dtype(opts: PlanOptions, arch: ModelArch, g: GpuSpec, vinfo: VersionInfo, notes: Notes) -> str:
@@ -166,15 +183,21 @@ def resolve_kv_dtype(
     return kv_eff
 
 
+def vllm_default_len(arch: ModelArch, vinfo: VersionInfo) -> int:
+    """The max_model_len vLLM takes when none is passed (it fails to start when that does not fit)."""
+    derived, _key = arch.derived_max_len(vinfo.yarn_multiplies)
+    ml = arch.max_len
+    if ml.rope_type in ("longrope", "su") and ml.original_max and vinfo.longrope_original_default:
+        return int(ml.original_max)
+    return derived
+
+
 def context_length(
     opts: PlanOptions, arch: ModelArch, vinfo: VersionInfo, notes: Notes
 ) -> tuple[int, str, int]:
     """(the model's maximum as vLLM derives it, the config key it came from, the length to aim for)."""
     derived, key = arch.derived_max_len(vinfo.yarn_multiplies)
-    default_len = derived
-    ml = arch.max_len
-    if ml.rope_type in ("longrope", "su") and ml.original_max and vinfo.longrope_original_default:
-        default_len = ml.original_max
+    default_len = vllm_default_len(arch, vinfo)
     user_len, target_len = opts.max_model_len, opts.target_context_len
     if user_len is not None and user_len > derived:
         notes.errors.append(
@@ -204,9 +227,51 @@ def class_defaults(g: GpuSpec, vinfo: VersionInfo, workload: str) -> tuple[int, 
     return (2048 if workload == "chat" else 8192), 256
 
 
-def scheduler(opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes) -> tuple[int, int, int]:
+# V0 engine (before 0.8): SchedulerConfig's defaults
+V0_MAX_NUM_SEQS = 256
+V0_MIN_BATCHED_TOKENS = 2048  # without chunked prefill: max(max_model_len, 2048)
+V0_LONG_CONTEXT = 32 * 1024  # `vllm serve` turns chunked prefill on above this length
+
+
+def vllm_scheduler_defaults(
+    g: GpuSpec,
+    vinfo: VersionInfo,
+    workload: str,
+    max_model_len: int,
+    user_mnbt: int | None = None,
+    user_seqs: int | None = None,
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM itself runs with; a passed value is kept.
+
+    V1 (0.8+): the usage-context / GPU-class defaults, then mnbt <= max_num_seqs x max_model_len and
+    max_num_seqs <= mnbt. V0: 256 sequences; without chunked prefill one prefill of the whole context
+    (max(max_model_len, 2048)); `vllm serve` enabled chunked prefill above 32K with 512 tokens (0.6) or
+    2048 (0.7).
+    """
+    if vinfo.version < (0, 8):
+        seqs = user_seqs or V0_MAX_NUM_SEQS
+        if user_mnbt:
+            mnbt = user_mnbt
+        elif workload == "chat" and max_model_len > V0_LONG_CONTEXT:
+            mnbt = 2048 if vinfo.version >= (0, 7) else 512
+        else:
+            mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
+        return mnbt, seqs if user_seqs else min(seqs, mnbt)
+    cls_mnbt, cls_seqs = class_defaults(g, vinfo, workload)
+    seqs = user_seqs or cls_seqs
+    mnbt = user_mnbt or min(seqs * max(max_model_len, 1), cls_mnbt)
+    return mnbt, seqs if user_seqs else min(seqs, mnbt)
+
+
+def scheduler(
+    opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes, want_len: int
+) -> tuple[int, int, int]:
     """(class default max_num_seqs, max_num_seqs, max_num_batched_tokens) before KV sizing."""
-    cls_mnbt, cls_seqs = class_defaults(g, vinfo, opts.workload)
+    if vinfo.version < (0, 8):
+        # V0 refuses a batch below max_model_len unless chunked prefill is on: keep vLLM's own choice
+        cls_mnbt, cls_seqs = vllm_scheduler_defaults(g, vinfo, opts.workload, want_len)
+    else:
+        cls_mnbt, cls_seqs = class_defaults(g, vinfo, opts.workload)
     user_seqs, user_mnbt = opts.max_num_seqs, opts.max_num_batched_tokens
     seqs = user_seqs or cls_seqs
     mnbt = user_mnbt or cls_mnbt
@@ -272,7 +337,7 @@ def settle(
         arch, ckpt_quant, ckpt_d, d, safetensors_index, weights_bytes, notes.warnings
     )
     derived, key, want_len = context_length(opts, arch, vinfo, notes)
-    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes)
+    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes, want_len)
     ctx = Ctx(
         arch=arch,
         gpu=g,
@@ -303,6 +368,7 @@ def settle(
         weights_source=w_source,
         len_key=key,
         want_len=want_len,
+        default_len=vllm_default_len(arch, vinfo),
         expected=expected,
         class_seqs=cls_seqs,
         seqs=seqs,

@@ -19,6 +19,11 @@ NEWEST_MODELLED = (0, 34, 0)
 OLDEST_MODELLED = (0, 8, 0)
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# setuptools-scm builds between releases: 0.11.1.dev123+gabc1234 (main after 0.11.0), 0.12.0rc1.dev4
+_DEV_RE = re.compile(r"(?:\.dev\d*|\+g?[0-9a-f]{6,})", re.IGNORECASE)
+_COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$", re.IGNORECASE)
+# image tags: vllm/vllm-openai:v0.11.0, registry:5000/vllm:0.10.1.1-cu128, ...:nightly-<sha>
+_TAG_RE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:(?:rc|\.post|\.dev)\d+)*)(?:[-_].*)?$", re.IGNORECASE)
 
 Version = tuple[int, int, int]
 
@@ -28,6 +33,13 @@ def parse_version(text: str | None) -> Version:
     if text is None or str(text).strip() == "":
         text = DEFAULT_VLLM_VERSION
     match = _VERSION_RE.match(str(text).strip())
+    if not match and _COMMIT_RE.match(str(text).strip()):
+        raise PlanInputError(
+            f"vllm_version: {text!r} is a commit, not a release, so its memory accounting cannot be told. "
+            "Fix: set vllm_version to the release the build reports (python -c 'import vllm; "
+            "print(vllm.__version__)' in the image, e.g. 0.11.1.dev123+gabc1234), or run an image tagged "
+            "with a release."
+        )
     if not match:
         raise PlanInputError(
             f"vllm_version: cannot parse {text!r}; expected a release such as 0.11.2. Fix: set vllm_version "
@@ -40,6 +52,46 @@ def parse_version(text: str | None) -> Version:
             ">= 0.2.0."
         )
     return (major, minor, patch)
+
+
+def is_dev_build(text: str | None) -> bool:
+    """A build from between releases (vLLM's main branch): its behaviour may differ from the release."""
+    return text is not None and bool(_DEV_RE.search(str(text)))
+
+
+def version_from_image(image: str | None) -> str | None:
+    """The vLLM release an image tag names (vllm/vllm-openai:v0.11.0 -> 0.11.0); None when the tag names
+    no release (latest, nightly, a commit) or the reference has no tag or pins only a digest."""
+    if not image:
+        return None
+    ref = str(image).strip().split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    tag = last.rsplit(":", 1)[1]
+    match = _TAG_RE.match(tag)
+    return match.group(1) if match else None
+
+
+def resolve_version_text(version: str | None, image: str | None) -> str | None:
+    """The release to plan for: vllm_version, else the release named by the image tag.
+
+    Raises PlanInputError when neither is given as a release but an image is: a tag such as latest or
+    nightly names no release, and planning it as the newest family would silently be wrong.
+    """
+    if version is not None and str(version).strip() != "":
+        return str(version)
+    if not image:
+        return None
+    tagged = version_from_image(image)
+    if tagged is None:
+        raise PlanInputError(
+            f"vllm_version: unset, and the tag of vllm_image {image!r} names no vLLM release, so the "
+            "memory accounting to plan with is unknown. Fix: set vllm_version to the release the image "
+            "runs (python -c 'import vllm; print(vllm.__version__)' inside it), or use an image tagged "
+            "with a release such as vllm/vllm-openai:v0.11.0."
+        )
+    return tagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +145,12 @@ class VersionInfo:
     profile_consumed: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
+    # No version was given: planned for DEFAULT_VLLM_VERSION.
+    assumed: bool = False
+    # A development build (.devN / +g<commit>): planned as the release family it reports.
+    dev_build: bool = False
+    # The text it was parsed from.
+    raw: str = ""
 
     @property
     def text(self) -> str:
@@ -145,4 +203,7 @@ def version_info(text: str | None) -> VersionInfo:
         kv_error_link=v >= (0, 13),
         profile_consumed=v >= (0, 27),
         extrapolated=extrapolated,
+        assumed=text is None or str(text).strip() == "",
+        dev_build=is_dev_build(text),
+        raw="" if text is None else str(text).strip(),
     )
