@@ -69,14 +69,14 @@ def conversation(seed: str, turns: int, system_words: int, turn_words: int) -> t
     return system, questions
 
 
-def play(client: OpenAI, args: argparse.Namespace, phase: str, index: int, pinned: bool) -> int:
-    """One conversation, turn after turn; returns the turns answered."""
+def play(client: OpenAI, args: argparse.Namespace, phase: str, index: int, pinned: bool) -> tuple[int, int]:
+    """One conversation, turn after turn; returns the turns answered and the longest prompt (tokens)."""
     system, questions = conversation(
         f"{args.salt}-{phase}-{index}", args.turns, args.system_words, args.turn_words
     )
     messages = [{"role": "system", "content": system}]
     headers = {args.header: f"{args.salt}-{phase}-{index}"} if pinned else {}
-    answered = 0
+    answered = longest = 0
     for question in questions:
         messages.append({"role": "user", "content": question})
         reply = client.chat.completions.create(
@@ -88,14 +88,15 @@ def play(client: OpenAI, args: argparse.Namespace, phase: str, index: int, pinne
         )
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
         answered += 1
-    return answered
+        longest = max(longest, reply.usage.prompt_tokens if reply.usage else 0)
+    return answered, longest
 
 
 def phase(client: OpenAI, args: argparse.Namespace, name: str, pinned: bool) -> dict[str, float]:
     before = [scrape(url) for url in args.metrics]
     start = time.monotonic()
     with ThreadPoolExecutor(args.concurrency) as pool:
-        answered = sum(pool.map(lambda i: play(client, args, name, i, pinned), range(args.conversations)))
+        played = list(pool.map(lambda i: play(client, args, name, i, pinned), range(args.conversations)))
     seconds = time.monotonic() - start
     time.sleep(args.settle)  # vLLM publishes its counters at the end of an engine step
     after = [scrape(url) for url in args.metrics]
@@ -103,7 +104,8 @@ def phase(client: OpenAI, args: argparse.Namespace, name: str, pinned: bool) -> 
     queries = sum(a.queries - b.queries for a, b in zip(after, before, strict=True))
     per_backend = [round(a.requests - b.requests) for a, b in zip(after, before, strict=True)]
     return {
-        "turns": answered,
+        "turns": sum(turns for turns, _ in played),
+        "longest_prompt_tokens": max(longest for _, longest in played),
         "seconds": round(seconds, 1),
         "prefix_cache_hits": hits,
         "prefix_cache_queries": queries,
@@ -122,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=12)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--system-words", type=int, default=120)
-    parser.add_argument("--turn-words", type=int, default=24)
+    parser.add_argument("--system-words", type=int, default=60)
+    parser.add_argument("--turn-words", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before the closing scrape")
     parser.add_argument("--salt", default=str(int(time.time())), help="makes this run's texts its own")
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:34s} prefix-cache hit rate {figures['hit_rate']:6.1%} "
             f"({figures['prefix_cache_hits']:.0f}/{figures['prefix_cache_queries']:.0f} tokens), "
             f"requests per backend {figures['requests_per_backend']}, {figures['turns']} turns in "
-            f"{figures['seconds']} s"
+            f"{figures['seconds']} s, longest prompt {figures['longest_prompt_tokens']} tokens"
         )
     ratio = on["hit_rate"] / off["hit_rate"] if off["hit_rate"] else float("inf")
     print(f"hit rate on/off: {ratio:.2f}x")
