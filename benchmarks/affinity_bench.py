@@ -8,12 +8,13 @@ header}``), the "off" phase sends none, which the gateway routes by least connec
 affinity is off. The hit rate is vLLM's own: the growth of ``vllm:prefix_cache_hits`` over
 ``vllm:prefix_cache_queries`` (tokens), summed over every backend's ``/metrics`` (parsed with
 prometheus_client). The phases use different conversation texts of the same shape, so one phase
-never hits the other's cache. Prints both rates and their ratio.
+never hits the other's cache; the phases alternate (off, on, off, on, ...: --rounds) so that neither
+gets a warmer machine. Prints each phase's rate, both modes' rates over all rounds and their ratio.
 
 Usage (control-node venv: eval "$(bin/bootstrap)"):
   benchmarks/affinity_bench.py --gateway http://127.0.0.1:8080 --key CLIENT_KEY \\
       --metrics http://GPU1:8000/metrics --metrics http://GPU2:8000/metrics \\
-      [--model tiny] [--conversations 12] [--turns 4] [--concurrency 4]
+      [--model tiny] [--conversations 12] [--turns 5] [--concurrency 4]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
@@ -92,7 +94,7 @@ def play(client: OpenAI, args: argparse.Namespace, phase: str, index: int, pinne
     return answered, longest
 
 
-def phase(client: OpenAI, args: argparse.Namespace, name: str, pinned: bool) -> dict[str, float]:
+def phase(client: OpenAI, args: argparse.Namespace, name: str, pinned: bool) -> dict[str, Any]:
     before = [scrape(url) for url in args.metrics]
     start = time.monotonic()
     with ThreadPoolExecutor(args.concurrency) as pool:
@@ -122,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--header", default="X-Session-Id", help="the gateway's gateway_affinity.header")
     parser.add_argument("--conversations", type=int, default=12)
-    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--system-words", type=int, default=60)
-    parser.add_argument("--turn-words", type=int, default=12)
+    parser.add_argument("--system-words", type=int, default=30)
+    parser.add_argument("--turn-words", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before the closing scrape")
     parser.add_argument("--salt", default=str(int(time.time())), help="makes this run's texts its own")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
@@ -134,24 +137,34 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.metrics) < 2:
         parser.error("give the /metrics of at least two backends: affinity only matters across replicas")
     client = OpenAI(base_url=args.gateway.rstrip("/") + "/v1", api_key=args.key, max_retries=0, timeout=300)
-    off = phase(client, args, "off", pinned=False)
-    on = phase(client, args, "on", pinned=True)
+    rounds: list[dict[str, Any]] = []
+    for index in range(args.rounds):  # alternated, so that neither mode has the machine warmer
+        rounds.append({"off": phase(client, args, f"off{index}", pinned=False)})
+        rounds[-1]["on"] = phase(client, args, f"on{index}", pinned=True)
     shape = (
         f"{args.conversations} conversations x {args.turns} turns, {args.concurrency} at a time, "
-        f"{len(args.metrics)} backends"
+        f"{len(args.metrics)} backends, {args.rounds} round(s) of off then on"
     )
     print(f"workload: {shape}")
-    for name, figures in (("affinity off (least connections)", off), (f"affinity on ({args.header})", on)):
-        print(
-            f"{name:34s} prefix-cache hit rate {figures['hit_rate']:6.1%} "
-            f"({figures['prefix_cache_hits']:.0f}/{figures['prefix_cache_queries']:.0f} tokens), "
-            f"requests per backend {figures['requests_per_backend']}, {figures['turns']} turns in "
-            f"{figures['seconds']} s, longest prompt {figures['longest_prompt_tokens']} tokens"
-        )
-    ratio = on["hit_rate"] / off["hit_rate"] if off["hit_rate"] else float("inf")
-    print(f"hit rate on/off: {ratio:.2f}x")
+    names = {"off": "affinity off (least connections)", "on": f"affinity on ({args.header})"}
+    for index, figures_of in enumerate(rounds):
+        for mode, figures in figures_of.items():
+            print(
+                f"round {index + 1} {names[mode]:34s} hit rate {figures['hit_rate']:6.1%} "
+                f"({figures['prefix_cache_hits']:.0f}/{figures['prefix_cache_queries']:.0f} tokens), "
+                f"requests per backend {figures['requests_per_backend']}, {figures['turns']} turns in "
+                f"{figures['seconds']} s, longest prompt {figures['longest_prompt_tokens']} tokens"
+            )
+    total = {}
+    for mode in ("off", "on"):
+        hits = sum(r[mode]["prefix_cache_hits"] for r in rounds)
+        queries = sum(r[mode]["prefix_cache_queries"] for r in rounds)
+        total[mode] = hits / queries if queries else 0.0
+        print(f"all rounds {names[mode]:34s} hit rate {total[mode]:6.1%} ({hits:.0f}/{queries:.0f} tokens)")
+    ratio = total["on"] / total["off"] if total["off"] else float("inf")
+    print(f"prefix-cache hit rate, affinity on / off: {ratio:.2f}x")
     if args.json:
-        print(json.dumps({"workload": shape, "off": off, "on": on, "ratio": ratio}))
+        print(json.dumps({"workload": shape, "rounds": rounds, "hit_rate": total, "ratio": ratio}))
     return 0
 
 
