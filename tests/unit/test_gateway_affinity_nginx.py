@@ -108,7 +108,7 @@ class Gateway:
             f"    include {out}/gateway.conf;\n}}\n"
         )
 
-    def render(self, drained: list[str] = ()) -> None:  # type: ignore[assignment]
+    def render(self, drained: list[str] = (), affinity: bool = True) -> None:  # type: ignore[assignment]
         extra = {
             "render_out": str(self.out),
             "render_drained": list(drained),
@@ -129,11 +129,13 @@ class Gateway:
             # failure marks last for the whole test: the fallback below depends on them
             "gateway_upstream_fail_timeout": "60s",
             "gateway_connect_timeout": "1s",
-            "gateway_affinity": {"key": "header"},
+            "gateway_affinity": {"key": "header" if affinity else "none"},
             "gateway_affinity_models": {
                 "tiny-user": {"key": "user"},
                 "tiny-prefix": {"key": "prompt_prefix", "prompt_prefix_chars": 64},
-            },
+            }
+            if affinity
+            else {},
         }
         playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
         result = subprocess.run(
@@ -305,3 +307,10 @@ def test_every_server_marked_failed_falls_back_to_the_live_one(gateway: Gateway)
     # the ring has no server left to try; least connections' never-failed backups reach the survivor
     for session in SESSIONS:
         assert gateway.backend_of(session=session) == survivor.host
+
+
+def test_off_by_default_a_session_header_changes_nothing(gateway: Gateway) -> None:
+    gateway.render(affinity=False)
+    gateway.reload()
+    assert "hash $vf_affinity_key" not in (gateway.out / "upstreams.conf").read_text()
+    assert len({gateway.backend_of(session="conversation-0") for _ in range(9)}) >= 2
