@@ -15,6 +15,7 @@ vllm_serving_address(hostvars[host])            the address vLLM listens on unle
 vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (else default) address, url
 vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
+gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
 gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
 gateway_rate_tiers(tiers)                        rate-limit tiers as nginx zones
@@ -52,6 +53,7 @@ class FilterModule:
             "vllm_serving_endpoints": fleet.endpoints,
             "vllm_serving_host_address": fleet.host_address,
             "gateway_routes": gateway.routes,
+            "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,
             "gateway_clients": gateway.clients,
             "gateway_rate_tiers": gateway.rate_tiers,

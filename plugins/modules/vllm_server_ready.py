@@ -96,7 +96,9 @@ stream_chunks:
   returned: success and stream
 kv_cache:
   description:
-    - KV-cache figures from vLLM's log (device, kv_cache_tokens, max_concurrency, ...).
+    - KV-cache figures (kv_cache_tokens, max_concurrency, num_gpu_blocks, block_size, ...) from vLLM's
+      C(vllm:cache_config_info) metric where the version exposes it, over those of its log (device,
+      max_model_len, weights); C(source) says which (C(metrics) or C(log)).
     - Empty when not found.
   type: dict
   returned: always
@@ -121,6 +123,9 @@ import urllib.error  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.community.docker.plugins.module_utils.common_api import (  # noqa: E402
     AnsibleDockerClient,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.vllm_cache_config import (  # noqa: E402
+    kv_cache_figures,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils.vllm_log import (  # noqa: E402
     demux_docker_logs,
@@ -148,6 +153,15 @@ def _get_status(url, timeout):
         return exc.code
     except (OSError, ValueError):
         return None
+
+
+def _metrics_text(url, timeout):
+    """vLLM's /metrics (open without the API key), "" when it cannot be read."""
+    try:
+        with open_url(url + "/metrics", timeout=timeout) as resp:
+            return resp.read().decode("utf-8", "replace")
+    except (urllib.error.HTTPError, OSError, ValueError):
+        return ""
 
 
 def _completion(p):
@@ -307,9 +321,11 @@ def main():
             )
         time.sleep(2)
 
+    log_figures = {}
     if docker is not None:
         text = _log(docker, name, 20000, lambda exc: module.warn(f"could not read the log of {name}: {exc}"))
-        result["kv_cache"] = parse_kv_cache(text or "")
+        log_figures = parse_kv_cache(text or "")
+    result["kv_cache"] = kv_cache_figures(_metrics_text(p["url"], p["request_timeout"]), log_figures)
     result["ready_seconds"] = round(time.monotonic() - start, 2)
     module.exit_json(ready=True, **result)
 

@@ -184,3 +184,36 @@ def test_the_sources_of_the_lab_inventory():
     assert found[("all", "vllm_fleet_api_key")].endswith("group_vars/all/lab.yml")
     assert found[("lab-gpu1", "lab_gpu_profile")].endswith("hosts.yml")
     assert set(children["gpu_nodes"]) == {"lab_h200", "lab_h100"}
+
+
+@pytest.mark.parametrize(
+    ("values", "variable", "fix"),
+    [
+        ({"gateway_affinity": {"key": "cookie"}}, "gateway_affinity.key", "use one of none, header"),
+        (
+            {"gateway_affinity": {"key": "header", "header": "X Id"}},
+            "gateway_affinity.header",
+            "X-Session-Id",
+        ),
+        (
+            {"gateway_affinity_models": {"m": {"key": "prompt_prefix", "prompt_prefix_chars": 0}}},
+            "gateway_affinity_models['m'].prompt_prefix_chars",
+            "below the length of a conversation's first turn",
+        ),
+    ],
+)
+def test_cache_affinity_problems(values, variable, fix):
+    found = [p for p in check(fleet(gw=values), GROUPS, CHILDREN, CAT) if p.host == "gw"]
+    assert variable in [p.variable for p in found], found
+    assert any(fix in p.fix for p in found if p.variable == variable), found
+
+
+def test_cache_affinity_on_a_header_is_fine():
+    assert (
+        problems(
+            fleet(
+                gw={"gateway_affinity": {"key": "header"}, "gateway_affinity_models": {"m": {"key": "user"}}}
+            )
+        )
+        == []
+    )

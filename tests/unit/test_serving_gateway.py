@@ -154,3 +154,42 @@ MODELS_BY_HOST = {
 )
 def test_replicas_left(drained: list, host: str, minimum: int, expected: list) -> None:
     assert gateway.replicas_left(MODELS_BY_HOST, drained, host, minimum) == expected
+
+
+def test_affinity_routes_default_per_model_and_off() -> None:
+    routes = gateway.routes(BACKENDS, drained=["gpu2"])
+    assert gateway.affinity_routes(routes, {"key": "none"}, {}) == []
+    pinned = gateway.affinity_routes(routes, {"key": "header"}, {"qwen": {"key": "user"}})
+    assert [(r["model"], r["key"], r["header"]) for r in pinned] == [
+        ("llama", "header", "X-Session-Id"),
+        ("qwen", "user", "X-Session-Id"),
+    ]
+    llama = pinned[0]
+    assert llama["upstream"] == routes[0]["upstream"]
+    assert llama["affinity_upstream"] == routes[0]["upstream"] + "_affinity"
+    # the drained host stays on the ring, down: the other sessions keep their replica
+    assert llama["servers"] == routes[0]["servers"]
+    only_qwen = gateway.affinity_routes(
+        routes, {}, {"qwen": {"key": "prompt_prefix", "prompt_prefix_chars": 64}}
+    )
+    assert [(r["model"], r["prompt_prefix_chars"]) for r in only_qwen] == [("qwen", 64)]
+
+
+@pytest.mark.parametrize(
+    ("default", "models", "needle"),
+    [
+        ({"key": "cookie"}, {}, "gateway_affinity.key: 'cookie' is not a session key"),
+        ({"key": "header", "header": "X Session"}, {}, "gateway_affinity.header:"),
+        ({"key": "prompt_prefix", "prompt_prefix_chars": 4}, {}, "gateway_affinity.prompt_prefix_chars:"),
+        ({"keys": "header"}, {}, "gateway_affinity.keys: is not a setting"),
+        ("header", {}, "gateway_affinity: is str"),
+        ({}, {"mistral": {"key": "user"}}, "gateway_affinity_models['mistral']: is not a model"),
+        ({}, {"llama": {"key": True}}, "gateway_affinity_models['llama'].key:"),
+        ({}, ["llama"], "gateway_affinity_models: is list"),
+    ],
+)
+def test_affinity_errors_name_the_variable(default: object, models: object, needle: str) -> None:
+    with pytest.raises(ServingError) as err:
+        gateway.affinity_routes(gateway.routes(BACKENDS), default, models)  # type: ignore[arg-type]
+    assert needle in str(err.value)
+    assert "Fix: " in str(err.value)

@@ -202,3 +202,118 @@ def rate_tiers(tiers: Mapping[str, Any]) -> list[dict[str, Any]]:
             )
         out.append({"name": str(name), "zone": f"vf_tier_{name}", "rate": str(spec["rate"]), "burst": burst})
     return out
+
+
+AFFINITY_KEYS = ("none", "header", "user", "prompt_prefix")
+AFFINITY_DEFAULT: dict[str, Any] = {"key": "none", "header": "X-Session-Id", "prompt_prefix_chars": 1024}
+_HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+_PREFIX_CHARS = (16, 65536)
+
+
+def affinity_problems(policy: Any, var: str) -> list[tuple[str, str, str]]:
+    """What is wrong with one cache-affinity policy, as ``(variable, what, fix)``; empty when it is valid.
+
+    ``policy``: ``{key, header, prompt_prefix_chars}`` (any of them; missing ones keep their default).
+    """
+    if not isinstance(policy, Mapping):
+        return [
+            (
+                var,
+                f"is {type(policy).__name__}, expected a dict {{key, header, prompt_prefix_chars}}",
+                f"write it as {var}: {{key: header, header: X-Session-Id}}",
+            )
+        ]
+    problems = []
+    unknown = sorted(set(map(str, policy)) - set(AFFINITY_DEFAULT))
+    if unknown:
+        problems.append(
+            (
+                f"{var}.{unknown[0]}",
+                "is not a setting of cache affinity",
+                "use key, header and prompt_prefix_chars only",
+            )
+        )
+    key = policy.get("key", AFFINITY_DEFAULT["key"])
+    if key not in AFFINITY_KEYS:
+        problems.append(
+            (
+                f"{var}.key",
+                f"{key!r} is not a session key",
+                f"use one of {', '.join(AFFINITY_KEYS)} (none: least connections)",
+            )
+        )
+    header = policy.get("header", AFFINITY_DEFAULT["header"])
+    if not isinstance(header, str) or not _HEADER.match(header):
+        problems.append(
+            (
+                f"{var}.header",
+                f"{header!r} is not an HTTP header name",
+                "use letters, digits and '-', e.g. X-Session-Id",
+            )
+        )
+    chars = policy.get("prompt_prefix_chars", AFFINITY_DEFAULT["prompt_prefix_chars"])
+    low, high = _PREFIX_CHARS
+    if isinstance(chars, bool) or not isinstance(chars, int) or not low <= chars <= high:
+        problems.append(
+            (
+                f"{var}.prompt_prefix_chars",
+                f"{chars!r} is not a whole number of characters in {low}-{high}",
+                "set it below the length of a conversation's first turn, e.g. 1024",
+            )
+        )
+    return problems
+
+
+def affinity_routes(
+    routes_: Iterable[Mapping[str, Any]], default: Mapping[str, Any], models: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The routes that hash a session key to a replica, each ``{model, upstream, affinity_upstream,
+    key, header, prompt_prefix_chars, servers}``.
+
+    ``default`` (``gateway_affinity``) applies to every model; ``models``
+    (``gateway_affinity_models``) overrides it per served model name. Raises
+    :class:`ServingError` naming the variable on a bad policy or a model no host serves.
+    """
+    by_model = {str(r["model"]): r for r in routes_}
+    problems = affinity_problems(default, "gateway_affinity")
+    models = {} if models is None else models
+    if not isinstance(models, Mapping):
+        problems.append(
+            (
+                "gateway_affinity_models",
+                f"is {type(models).__name__}, expected a dict",
+                "map served model names to {key, header, prompt_prefix_chars}",
+            )
+        )
+        models = {}
+    for name, policy in models.items():
+        var = f"gateway_affinity_models[{name!r}]"
+        if str(name) not in by_model:
+            problems.append(
+                (
+                    var,
+                    "is not a model any host of the backend group serves",
+                    f"use one of {', '.join(sorted(by_model)) or 'the served model names'}",
+                )
+            )
+        problems += affinity_problems(policy, var)
+    if problems:
+        var, what, fix = problems[0]
+        raise ServingError(f"{var}: {what}. Fix: {fix}")
+    out = []
+    for model, route in sorted(by_model.items()):
+        policy = {**AFFINITY_DEFAULT, **default, **(models.get(model) or {})}
+        if policy["key"] == "none":
+            continue
+        out.append(
+            {
+                "model": model,
+                "upstream": route["upstream"],
+                "affinity_upstream": f"{route['upstream']}_affinity",
+                "key": policy["key"],
+                "header": policy["header"],
+                "prompt_prefix_chars": policy["prompt_prefix_chars"],
+                "servers": route["servers"],
+            }
+        )
+    return out

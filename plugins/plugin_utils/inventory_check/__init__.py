@@ -77,7 +77,9 @@ def check_inventory(
         if "gpu_nodes" in member_of or "gateways" in member_of:
             problems += check_backend_key(view)
         if "gateways" in member_of:
-            problems += check_gateway(view, list(groups))
+            # a variable the argument_specs already refused is told once
+            named = {p.variable for p in problems if p.host == host}
+            problems += [p for p in check_gateway(view, list(groups)) if p.variable not in named]
         if member_of and set(member_of) & {"gpu_nodes", "storage"}:
             problems += check_weights(view)
         if "gpu_nodes" in member_of:

@@ -6,8 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..fleet_serving.gateway import affinity_problems
 from .names import closest
-from .problems import Problem, Unresolved, is_unresolved
+from .problems import Problem, Unresolved, has_unresolved, is_unresolved
 from .specs import Catalogue
 
 HUB_SOURCES = ("huggingface", "modelscope", "local")
@@ -144,6 +145,7 @@ def check_gateway(view: HostView, known_groups: Sequence[str] = ()) -> list[Prob
                 view.host,
             )
         )
+    problems += _check_affinity(view)
     keys = view.get("gateway_client_keys", [])
     if isinstance(keys, list):
         if not keys:
@@ -218,6 +220,20 @@ def check_gateway(view: HostView, known_groups: Sequence[str] = ()) -> list[Prob
                     )
                 )
     return problems
+
+
+def _check_affinity(view: HostView) -> list[Problem]:
+    """gateway_affinity and each gateway_affinity_models entry, by the rules the gateway role applies."""
+    found: list[tuple[str, str, str]] = []
+    default = view.get("gateway_affinity", {})
+    if not has_unresolved(default):
+        found += affinity_problems(default, "gateway_affinity")
+    models = view.get("gateway_affinity_models", {})
+    if isinstance(models, Mapping):
+        for name, policy in models.items():
+            if not has_unresolved(policy):
+                found += affinity_problems(policy, f"gateway_affinity_models[{name!r}]")
+    return [Problem(var, what, fix, view.host) for var, what, fix in found]
 
 
 def check_weights(view: HostView) -> list[Problem]:
