@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import shutil
 import socket
@@ -33,22 +32,11 @@ CLIENT_KEY = "affinity-client-key-0123456789"
 NJS_MODULE = Path("/usr/lib/nginx/modules/ngx_http_js_module.so")
 
 
-def _install_nginx() -> str | None:
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "nginx", "libnginx-mod-http-js"]
-    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
-        subprocess.run(cmd, env=env, capture_output=True)
-    return shutil.which("nginx")
-
-
 @pytest.fixture(scope="module")
 def nginx_bin() -> str:
-    path = shutil.which("nginx") or _install_nginx()
+    path = shutil.which("nginx")
     if path is None or not NJS_MODULE.exists():
-        pytest.skip("nginx with njs not found, apt-get unavailable: install nginx and libnginx-mod-http-js")
+        pytest.skip("nginx with njs not found: run bin/bootstrap (installs nginx and libnginx-mod-http-js)")
     return path
 
 
