@@ -21,6 +21,7 @@ vllm_serving_lora(adapters, adapter_configs)     per model: LoRA planner options
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
+gateway_models(routes)                           the body of GET /v1/models (adapters with their parent)
 gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
 gateway_rate_tiers(tiers)                        rate-limit tiers as nginx zones
 """
@@ -63,6 +64,7 @@ class FilterModule:
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,
+            "gateway_models": gateway.models_list,
             "gateway_clients": gateway.clients,
             "gateway_rate_tiers": gateway.rate_tiers,
         }

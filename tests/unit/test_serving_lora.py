@@ -119,3 +119,16 @@ def test_an_adapter_name_means_one_thing_across_the_fleet() -> None:
     ]
     with pytest.raises(ServingError, match=r"'b' is a served model here but an adapter of a elsewhere"):
         gateway.routes(backends)
+
+
+def test_the_model_list_names_each_adapters_parent() -> None:
+    backends = [{"host": "gpu1", "address": "10.0.0.1", "models": [{**MODELS[0]}, {**MODELS[1]}]}]
+    body = gateway.models_list(gateway.routes(backends))
+    assert body["object"] == "list"
+    assert [(m["id"], m.get("parent")) for m in body["data"]] == [
+        ("other", None),
+        ("tiny", None),
+        ("tiny-a", "tiny"),
+        ("tiny-b", "tiny"),
+    ]
+    assert all(m["object"] == "model" and m["owned_by"] == "vllm-fleet" for m in body["data"])

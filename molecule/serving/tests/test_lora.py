@@ -34,8 +34,9 @@ def test_the_container_serves_the_adapters_read_only_with_lora_sized_from_them(h
 
 
 def test_models_lists_the_adapters_with_their_base_model(host, client):
-    ids = [m.id for m in client.models.list().data]
-    assert ids == ["tiny", *ADAPTERS]
+    models = client.models.list().data
+    assert [m.id for m in models] == ["tiny", *ADAPTERS]
+    assert [getattr(m, "parent", None) for m in models] == [None, "tiny", "tiny"]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -119,6 +119,18 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
     return result
 
 
+def models_list(routes_: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The body of the gateway's ``GET /v1/models``: every routed model, an adapter with its ``parent``
+    (as vLLM lists its LoRA adapters)."""
+    data = []
+    for route in routes_:
+        entry: dict[str, Any] = {"id": route["model"], "object": "model", "owned_by": "vllm-fleet"}
+        if route.get("parent"):
+            entry["parent"] = route["parent"]
+        data.append(entry)
+    return {"object": "list", "data": data}
+
+
 def _claim(kinds: dict[str, str], name: str, parent: str, where: str) -> None:
     """One meaning per routed name: a model everywhere, or an adapter of one base model everywhere."""
     if name in kinds and kinds[name] != parent:
