@@ -1,6 +1,7 @@
 """Filters for the serving roles (vllm_server, gateway): thin shims over plugins/plugin_utils/fleet_serving.
 
-vllm_serving_command(path, name, host, port, planned_args, extra_args, stop_timeout, vllm_version)
+vllm_serving_command(path, name, host, port, planned_args, extra_args, stop_timeout, vllm_version,
+                     lora_modules)
                                                  the `vllm serve` arguments
 vllm_serving_hash(value)                         short stable sha256 of any data (the args hash)
 vllm_serving_gpu_sets(requests, gpu_count)       disjoint GPU sets for the models of one host
@@ -14,9 +15,13 @@ vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to 
 vllm_serving_address(hostvars[host])            the address vLLM listens on unless recorded (the default)
 vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (else default) address, url
 vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)
+vllm_serving_adapters(models, root)              every LoRA adapter of a host's models, flat, with its path
+vllm_serving_adapters_resolved(adapters, commits)  adapters pointed at the commits their refs name
+vllm_serving_lora(adapters, adapter_configs)     per model: LoRA planner options, --lora-modules, mounts
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
+gateway_models(routes)                           the body of GET /v1/models (adapters with their parent)
 gateway_clients(keys, tiers)                     client keys as {name, sha256, tier}
 gateway_rate_tiers(tiers)                        rate-limit tiers as nginx zones
 """
@@ -31,6 +36,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     deploy,
     fleet,
     gateway,
+    lora,
 )
 
 
@@ -52,9 +58,13 @@ class FilterModule:
             "vllm_serving_address": fleet.vllm_address,
             "vllm_serving_endpoints": fleet.endpoints,
             "vllm_serving_host_address": fleet.host_address,
+            "vllm_serving_adapters": lora.adapters,
+            "vllm_serving_adapters_resolved": lora.resolve,
+            "vllm_serving_lora": lora.launch,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,
+            "gateway_models": gateway.models_list,
             "gateway_clients": gateway.clients,
             "gateway_rate_tiers": gateway.rate_tiers,
         }

@@ -16,6 +16,7 @@ Test hooks under `/_hub/`: `GET stats` (bytes served per repository and per file
 Usage:
   server.py serve --port 8990 --repo ORG/NAME=DIR[,gated=TOKEN1+TOKEN2][,branch=main] ...
   server.py make-model OUT_DIR [--shards 2] [--shard-bytes 1048576] [--gguf-only]
+  server.py make-lora OUT_DIR --base-config MODEL/config.json [--rank 8] [--seed S]
 """
 
 from __future__ import annotations
@@ -631,6 +632,60 @@ def make_model(
     return out
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def make_lora(
+    out: Path, base_config: Path, rank: int = 8, seed: str = "vllm-fleet-lora", alpha: int = 16
+) -> Path:
+    """A small PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors) for the Llama-shaped
+    model whose config.json is ``base_config``: the attention projections of every layer, rank ``rank``,
+    float32 weights drawn uniformly from +-0.05 by a generator seeded with ``seed`` (deterministic)."""
+    import random
+
+    cfg = json.loads(base_config.read_text())
+    hidden = int(cfg["hidden_size"])
+    heads = int(cfg["num_attention_heads"])
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kv = int(cfg.get("num_key_value_heads") or heads) * head_dim
+    shapes = {
+        "q_proj": (hidden, heads * head_dim),
+        "k_proj": (hidden, kv),
+        "v_proj": (hidden, kv),
+        "o_proj": (heads * head_dim, hidden),
+    }  # (in, out)
+    rng = random.Random(seed)
+
+    def floats(n: int) -> bytes:
+        return struct.pack(f"<{n}f", *(rng.uniform(-0.05, 0.05) for _ in range(n)))
+
+    tensors: dict[str, tuple[str, list[int], bytes]] = {}
+    for layer in range(int(cfg["num_hidden_layers"])):
+        for target in LORA_TARGETS:
+            d_in, d_out = shapes[target]
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{target}"
+            tensors[f"{prefix}.lora_A.weight"] = ("F32", [rank, d_in], floats(rank * d_in))
+            tensors[f"{prefix}.lora_B.weight"] = ("F32", [d_out, rank], floats(d_out * rank))
+    out.mkdir(parents=True, exist_ok=True)
+    write_safetensors(out / "adapter_model.safetensors", tensors)
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": str(cfg.get("_name_or_path") or "tiny"),
+        "r": rank,
+        "lora_alpha": alpha,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "target_modules": list(LORA_TARGETS),
+        "modules_to_save": None,
+        "inference_mode": True,
+    }
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "README.md").write_text(f"# test LoRA adapter {seed} (rank {rank})\n")
+    return out
+
+
 def _parse_repo_arg(value: str) -> tuple[str, Path, str, set[str] | None, str | None]:
     spec, _, opts = value.partition(",")
     repo_id, _, folder = spec.partition("=")
@@ -663,7 +718,16 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--shard-bytes", type=int, default=1 << 20)
     make.add_argument("--gguf-only", action="store_true")
     make.add_argument("--seed", default="vllm-fleet")
+    lora = sub.add_parser("make-lora", help="write a small LoRA adapter folder for a model")
+    lora.add_argument("out", type=Path)
+    lora.add_argument("--base-config", type=Path, required=True, help="the base model's config.json")
+    lora.add_argument("--rank", type=int, default=8)
+    lora.add_argument("--seed", default="vllm-fleet-lora")
     args = parser.parse_args(argv)
+    if args.cmd == "make-lora":
+        make_lora(args.out, args.base_config, args.rank, args.seed)
+        print(args.out)
+        return 0
     if args.cmd == "make-model":
         make_model(args.out, args.shards, args.shard_bytes, args.gguf_only, args.seed)
         print(args.out)

@@ -217,3 +217,52 @@ def test_cache_affinity_on_a_header_is_fine():
         )
         == []
     )
+
+
+# --- LoRA adapters --------------------------------------------------------------------------------
+
+ADAPTER_WEIGHTS = {"name": "m-sql", "source": "huggingface", "repo_id": "org/m-sql-lora", "revision": "abc1"}
+
+
+def _with_adapter(adapter, weights=(ADAPTER_WEIGHTS,)):
+    served = [{"name": "m", "path": "/srv/models/org/m/main", "port": 8000, "adapters": [adapter]}]
+    return fleet(
+        g1={"vllm_server_models": served, "model_weights_models": [*WEIGHTS, *weights]},
+        g2={"model_weights_models": [*WEIGHTS, *weights]},
+        gw={"model_weights_models": [*WEIGHTS, *weights]},
+    )
+
+
+def test_an_adapter_declared_with_its_weights_has_no_problem():
+    assert problems(_with_adapter({"name": "m-sql", "repo": "org/m-sql-lora", "revision": "abc1"})) == []
+
+
+@pytest.mark.parametrize(
+    ("adapter", "weights", "variable", "words"),
+    [
+        (
+            {"name": "m-sql", "repo": "org/m-sql-lora", "revison": "abc1"},
+            (ADAPTER_WEIGHTS,),
+            "vllm_server_models[0].adapters[0].revison",
+            "rename revison to revision",
+        ),
+        (
+            {"name": "m-sq", "repo": "org/m-sql-lora", "revision": "abc1"},
+            (ADAPTER_WEIGHTS,),
+            "vllm_server_models[0].adapters[0].name",
+            "add {name: m-sq, source: huggingface, repo_id: org/m-sql-lora, revision: abc1}",
+        ),
+        (
+            {"name": "m-sql", "repo": "org/m-sql-lora", "revision": "def456"},
+            (ADAPTER_WEIGHTS,),
+            "vllm_server_models[0].adapters[0].revision",
+            "serve what the weights stage fetches (revision abc1)",
+        ),
+    ],
+)
+def test_a_bad_adapter_is_one_line_naming_the_variable_and_the_fix(adapter, weights, variable, words):
+    found = [p for p in check(_with_adapter(adapter, weights), GROUPS, CHILDREN, CAT) if p.host == "g1"]
+    assert [p.variable for p in found] == [variable]
+    assert words in found[0].fix
+    if variable.endswith(".name"):
+        assert "did you mean m-sql?" in found[0].what

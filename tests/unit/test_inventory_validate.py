@@ -404,7 +404,7 @@ MUTATIONS = [
             "model_weights_models",
             {"name": "tiny", "source": "huggingface", "repo_id": "vllm-fleet-lab/tiny2", "revision": "main"},
         ),
-        "model_weights_models[1].name",
+        "model_weights_models[3].name",
         "give every model its own name",
     ),
     M(

@@ -191,3 +191,67 @@ def test_gpu_spec_from_facts_skips_mig_gpus() -> None:
 def test_shared_gpu_lowers_budget_on_older_releases() -> None:
     r = plan(config("Qwen__Qwen3-0.6B"), gpu(H200, shared=True), options={"vllm_version": "0.11.0"})
     assert r["gpu_memory_utilization"] == 0.5 and "--gpu-memory-utilization" in r["vllm_args"]
+
+
+# --- LoRA slots -----------------------------------------------------------------------------------
+
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+    "dtype": "float32",
+}
+
+
+def test_lora_buffers_of_a_tiny_llama_by_hand() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.lora import lora_bytes
+
+    arch = resolve(TINY_LLAMA)
+    r = 8
+    # per layer: qkv A 3*r*128 + B (128+64+64)*r; o A r*128 + B 128*r; gate_up A 2*r*128 + B 512*r;
+    # down A r*256 + B 128*r
+    layer = 3 * r * 128 + 256 * r + r * 128 + 128 * r + 2 * r * 128 + 512 * r + r * 256 + 128 * r
+    ends = (512 * r + 128 * r) + (r * 128 + 512 * r)  # embed_tokens, lm_head
+    assert lora_bytes(arch, 2, r, 1, 4, 2) == (2 * layer + ends) * 2 * 4
+    # tensor parallel halves the sharded sides only; a middle stage has neither end
+    assert lora_bytes(arch, 1, r, 2, 4, 1, False, False) < layer * 4
+    assert lora_bytes(arch, 0, r, 1, 4, 2) == 0
+
+
+def test_lora_slots_are_counted_with_the_weights_and_shrink_the_kv_cache() -> None:
+    base = plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu(H100, count=1))
+    lora = plan(
+        config("meta-llama__Meta-Llama-3.1-8B"),
+        gpu(H100, count=1),
+        options={"max_loras": 4, "max_lora_rank": 64},
+    )
+    grown = lora["per_gpu"]["weights_bytes"] - base["per_gpu"]["weights_bytes"]
+    # 32 layers of 4096 hidden, 14336 intermediate, 8 KV heads; bf16; 4 slots of rank 64
+    layer = (
+        3 * 64 * 4096
+        + 6144 * 64
+        + 64 * 4096
+        + 4096 * 64
+        + 2 * 64 * 4096
+        + 2 * 14336 * 64
+        + 64 * 14336
+        + 4096 * 64
+    )
+    ends = 2 * (128256 * 64 + 4096 * 64)
+    assert grown == pytest.approx((32 * layer + ends) * 4 * 2, rel=1e-6)
+    assert lora["per_gpu"]["kv_cache_bytes"] < base["per_gpu"]["kv_cache_bytes"]
+    assert lora["vllm_args"][-5:] == ["--max-loras", "4", "--max-lora-rank", "64", "--enable-lora"]
+
+
+def test_a_lora_rank_vllm_does_not_accept_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="max_lora_rank: vLLM accepts 1, 8, 16"):
+        plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu(H100, count=1), options={"max_lora_rank": 12})

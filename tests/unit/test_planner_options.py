@@ -40,6 +40,8 @@ SAMPLES: dict[str, Any] = {
     "kv_cache_memory_bytes": "8G",
     "block_size": 32,
     "language_model_only": True,
+    "max_loras": 4,
+    "max_lora_rank": 32,
     "vllm_version": "0.20.1",
     "vllm_image": "vllm/vllm-openai:v0.20.1",
     "target_context_len": 16384,
@@ -149,6 +151,8 @@ def test_every_vllm_flag_of_the_table_is_emitted_in_table_order() -> None:
         "kv_cache_memory_bytes": "4G",
         "block_size": 32,
         "language_model_only": True,
+        "max_loras": 2,
+        "max_lora_rank": 16,
     }
     assert set(launch) == {o.name for o in O.OPTIONS if o.vllm_flag}
     plan = vllm_planner.plan(
@@ -158,7 +162,8 @@ def test_every_vllm_flag_of_the_table_is_emitted_in_table_order() -> None:
     )
     assert plan["feasible"], plan["errors"]
     flags = [a for a in plan["vllm_args"] if a.startswith("--")]
-    assert flags == [o.vllm_flag for o in O.OPTIONS if o.vllm_flag]
+    # LoRA slots also switch LoRA on, last
+    assert flags == [o.vllm_flag for o in O.OPTIONS if o.vllm_flag] + ["--enable-lora"]
     args = plan["vllm_args"]
     assert args[args.index("--block-size") + 1] == "32"
     assert args[args.index("--kv-cache-memory-bytes") + 1] == str(4 * 2**30)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from hub.harness import FETCH, HubThread, client_python, fetch_cmd, run_fetch, tree_fingerprint, write_spec
-from hub.server import make_model
+from hub.server import make_lora, make_model
 
 REPO = "vllm-fleet-test/tiny"
 
@@ -87,6 +87,26 @@ def test_happy_path_then_second_run_fetches_nothing(python, model, tmp_path, sou
         assert hub.bytes(REPO) == model_size(model), "second run downloaded nothing"
         assert hub.stats()["requests"] - served <= 3, "second run made metadata calls only"
         assert tree_fingerprint(final) == before
+
+
+def test_a_lora_adapter_is_fetched_and_verified_like_any_weights(python, model, tmp_path):
+    # a LoRA adapter repository has no config.json: adapter_config.json and adapter_model.safetensors
+    adapter = make_lora(tmp_path / "lora", model / "config.json", rank=8, seed="a")
+    root = tmp_path / "models"
+    with HubThread() as hub:
+        commit = hub.state.add_repo("vllm-fleet-test/tiny-lora", adapter, branch="main")
+        spec = spec_for(root, hub.url, name="tiny-lora", repo_id="vllm-fleet-test/tiny-lora")
+        rc, out, err = run_fetch(python, spec, tmp_path)
+        assert rc == 0, err
+        res = out["models"]["tiny-lora"]
+        assert res["status"] == "fetched" and res["revision"] == commit
+        final = root / "vllm-fleet-test" / "tiny-lora" / commit
+        manifest = json.loads((final / ".vllm-fleet-manifest.json").read_text())
+        files = {f["path"]: f for f in manifest["files"]}
+        assert {"adapter_config.json", "adapter_model.safetensors"} <= set(files)
+        assert files["adapter_model.safetensors"]["sha256"]
+        assert json.loads((final / "adapter_config.json").read_text())["r"] == 8
+        assert (root / "vllm-fleet-test" / "tiny-lora" / "refs" / "main").read_text().strip() == commit
 
 
 def test_check_mode_reports_without_fetching(python, model, tmp_path):

@@ -48,7 +48,7 @@ def test_chat_completion_with_a_valid_key(host, gateway_url, keys):
 def test_models_lists_the_routed_models(host, gateway_url, keys):
     status, _, body = call(f"{gateway_url}/v1/models", keys["bob"])
     assert status == 200
-    assert [m["id"] for m in json.loads(body)["data"]] == ["tiny"]
+    assert [m["id"] for m in json.loads(body)["data"]] == ["tiny", "tiny-lora-a", "tiny-lora-b"]
 
 
 def _stream_arrivals(gateway_url: str, key: str, max_tokens: int) -> list[float]:

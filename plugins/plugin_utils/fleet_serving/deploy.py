@@ -26,6 +26,7 @@ ROLE_FLAGS: dict[str, str] = {
     "--model": "vllm_server_models[].path",
     "--api-key": "vllm_fleet_api_key (passed as VLLM_API_KEY, never on the command line)",
     "--shutdown-timeout": "vllm_server_stop_timeout",
+    "--lora-modules": "vllm_server_models[].adapters",
 }
 
 # First release whose `vllm serve` drains in-flight requests on SIGTERM (--shutdown-timeout; its default 0
@@ -102,8 +103,11 @@ def vllm_command(
     extra_args: Iterable[Any] = (),
     stop_timeout: Any = None,
     vllm_version: str | None = None,
+    lora_modules: Iterable[Any] = (),
 ) -> list[str]:
     """The ``vllm serve`` arguments of one model: role flags, then the plan, then ``extra_args``.
+
+    ``lora_modules``: ``name=path`` of each LoRA adapter (``--lora-modules``; the plan has LoRA on).
 
     With ``stop_timeout`` (the container's), vLLM gets a ``--shutdown-timeout`` that lets in-flight
     requests finish on SIGTERM, on releases that have it.
@@ -162,6 +166,7 @@ def vllm_command(
         str(port),
         *drain,
         *planned,
+        *(["--lora-modules", *map(str, lora_modules)] if lora_modules else []),
         *extra,
     ]
 

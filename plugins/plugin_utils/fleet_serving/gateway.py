@@ -42,7 +42,8 @@ def _server_address(address: str, port: int) -> str:
 
 
 def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """One route per served model: the upstream and its servers across every host serving it.
+    """One route per served model and LoRA adapter: the upstream and its servers across every host
+    serving it (an adapter's route, with its ``parent`` model, goes to the servers of its base model).
 
     ``backends``: ``{host, address, models: [{name, port, address}]}`` per serving host (the
     models as the ``vllm_serving_endpoints`` filter gives them: a model's own ``address``, where
@@ -53,6 +54,7 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
     """
     drained_set = {str(h) for h in drained}
     by_model: dict[str, list[dict[str, Any]]] = {}
+    kinds: dict[str, str] = {}  # routed name -> its base model ("" for a model)
     seen_targets: dict[str, str] = {}
     for backend in backends:
         host = str(backend.get("host") or "")
@@ -89,21 +91,56 @@ def routes(backends: Iterable[Mapping[str, Any]], drained: Iterable[str] = ()) -
                     "give each model on a host its own port"
                 )
             seen_targets[target] = f"{host} model {model['name']}"
-            by_model.setdefault(str(model["name"]), []).append(
-                {"host": host, "server": target, "down": host in drained_set}
-            )
+            server_entry = {"host": host, "server": target, "down": host in drained_set}
+            _claim(kinds, str(model["name"]), "", where)
+            by_model.setdefault(str(model["name"]), []).append(server_entry)
+            # LoRA adapters are served by their base model's vLLM: routed to the same servers
+            for adapter in model.get("adapters") or []:
+                name = str(adapter.get("name") if isinstance(adapter, Mapping) else adapter or "")
+                if not _MODEL.match(name):
+                    raise ServingError(
+                        f"{where}: adapter name {name!r} must start with a letter or digit "
+                        "and contain only letters, digits and . _ : / @ + -"
+                    )
+                _claim(kinds, name, str(model["name"]), where)
+                by_model.setdefault(name, []).append(dict(server_entry))
     result = []
     for model in sorted(by_model):
         servers = sorted(by_model[model], key=lambda s: (s["host"], s["server"]))
-        result.append(
-            {
-                "model": model,
-                "upstream": upstream_name(model),
-                "servers": servers,
-                "available": sum(1 for s in servers if not s["down"]),
-            }
-        )
+        route = {
+            "model": model,
+            "upstream": upstream_name(model),
+            "servers": servers,
+            "available": sum(1 for s in servers if not s["down"]),
+        }
+        if kinds.get(model):
+            route["parent"] = kinds[model]
+        result.append(route)
     return result
+
+
+def models_list(routes_: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The body of the gateway's ``GET /v1/models``: every routed model, an adapter with its ``parent``
+    (as vLLM lists its LoRA adapters)."""
+    data = []
+    for route in routes_:
+        entry: dict[str, Any] = {"id": route["model"], "object": "model", "owned_by": "vllm-fleet"}
+        if route.get("parent"):
+            entry["parent"] = route["parent"]
+        data.append(entry)
+    return {"object": "list", "data": data}
+
+
+def _claim(kinds: dict[str, str], name: str, parent: str, where: str) -> None:
+    """One meaning per routed name: a model everywhere, or an adapter of one base model everywhere."""
+    if name in kinds and kinds[name] != parent:
+        was = f"an adapter of {kinds[name]}" if kinds[name] else "a served model"
+        now = f"an adapter of {parent}" if parent else "a served model"
+        raise ServingError(
+            f"{where}: {name!r} is {now} here but {was} elsewhere; "
+            "give each adapter a name no served model or other base model's adapter uses"
+        )
+    kinds[name] = parent
 
 
 def replicas_left(

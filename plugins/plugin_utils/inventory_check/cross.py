@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..fleet_serving.gateway import affinity_problems
+from ..fleet_serving.lora import ADAPTER_KEYS
 from .names import closest
 from .problems import Problem, Unresolved, has_unresolved, is_unresolved
 from .specs import Catalogue
@@ -350,6 +351,7 @@ def check_served(view: HostView) -> list[Problem]:
     names: dict[str, int] = {}
     for index, entry in enumerate(_entries(served)):
         var = f"vllm_server_models[{index}]"
+        problems += _check_adapters(view, var, entry, declared)
         name = entry.get("name")
         if not isinstance(name, str):
             continue
@@ -386,6 +388,56 @@ def check_served(view: HostView) -> list[Problem]:
                     view.host,
                 )
             )
+    return problems
+
+
+def _check_adapters(
+    view: HostView, var: str, entry: Mapping[str, Any], declared: Mapping[Any, Mapping[str, Any]]
+) -> list[Problem]:
+    """Each LoRA adapter fetched from a hub is declared in model_weights_models under its name, with the
+    same repository and revision, so the weights stage fetches and verifies it like any weights."""
+    problems: list[Problem] = []
+    for index, adapter in enumerate(_entries(entry.get("adapters", []))):
+        where = f"{var}.adapters[{index}]"
+        name, repo, revision = adapter.get("name"), adapter.get("repo"), adapter.get("revision")
+        if not isinstance(name, str) or adapter.get("path") or set(adapter) - set(ADAPTER_KEYS):
+            continue  # argument_specs reports a missing name or misspelt key; a path is not fetched
+        if not isinstance(repo, str) or not isinstance(revision, str) or not repo or not revision:
+            problems.append(
+                Problem(
+                    where,
+                    f"adapter {name!r} has no repo and revision (nor a path)",
+                    f"add repo: ORG/NAME and a pinned revision to {where}",
+                    view.host,
+                )
+            )
+            continue
+        weights = declared.get(name)
+        if weights is None:
+            guess = closest(name, [str(n) for n in declared], 0.6)
+            problems.append(
+                Problem(
+                    f"{where}.name",
+                    f"adapter {name!r} is served but not declared in model_weights_models, "
+                    "so nothing fetches it"
+                    + (f"; did you mean {guess}?" if guess else ""),
+                    f"add {{name: {name}, source: huggingface, repo_id: {repo}, revision: {revision}}} "
+                    "to model_weights_models (group_vars/all)",
+                    view.host,
+                )
+            )
+            continue
+        for key, theirs in (("repo", "repo_id"), ("revision", "revision")):
+            have = weights.get(theirs)
+            if isinstance(have, str) and have and have != adapter.get(key):
+                problems.append(
+                    Problem(
+                        f"{where}.{key}",
+                        f"{adapter.get(key)!r} differs from model_weights_models {name} {theirs} {have!r}",
+                        f"serve what the weights stage fetches ({theirs} {have})",
+                        view.host,
+                    )
+                )
     return problems
 
 

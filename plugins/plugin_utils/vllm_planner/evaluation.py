@@ -9,6 +9,7 @@ from typing import Any
 from .config import ModelArch
 from .gpu import GpuSpec
 from .kv import KvLayout, build_layout, max_len_that_fits
+from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, cudagraph_bytes, stage_memory
 from .quant import QuantSpec
 from .versions import VersionInfo
@@ -56,6 +57,8 @@ class Ctx:
     mamba_blocks: int
     derived_len: int
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget verbatim
+    max_loras: int = 0  # LoRA slots (0: LoRA off)
+    max_lora_rank: int = 0
 
 
 def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
@@ -137,6 +140,8 @@ def _stage_statics(
         ctx.block_size,
         ctx.vinfo.version,
         ctx.gpu.cc,
+        ctx.max_loras,
+        ctx.max_lora_rank,
     )
     hit = _STATIC_CACHE.get(key)
     if hit is not None and hit[0] is arch and hit[1] is ctx.quant:
@@ -147,6 +152,10 @@ def _stage_statics(
     for rank in range(pp):
         start, end = get_pp_indices(arch.num_layers, rank, pp)
         w = weights[rank] * ctx.weight_scale
+        # LoRA slots are allocated at load, before the profile: vLLM counts them with the weights
+        w += lora_bytes(
+            arch, ctx.max_loras, ctx.max_lora_rank, tp, ctx.d, end - start, rank == 0, rank == pp - 1
+        )
         if rank == 0 and ctx.towers:
             w += ctx.tower_override / tp if ctx.tower_override is not None else tower_bytes(arch, ctx.d, tp)
         kinds = arch.layer_kinds[start:end]

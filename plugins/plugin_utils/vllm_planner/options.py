@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import normalize_dtype
 from .errors import PlanInputError
+from .lora import LORA_RANKS
 
 WORKLOADS = ("chat", "batch")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "half", "bf16")
@@ -147,6 +148,16 @@ def parse_workload(options: Mapping[str, Any], key: str) -> str:
 def parse_text(options: Mapping[str, Any], key: str) -> str | None:
     v = options.get(key)
     return None if v in (None, "") else str(v)
+
+
+def parse_lora_rank(options: Mapping[str, Any], key: str) -> int | None:
+    rank = parse_int(options, key)
+    if rank is not None and rank not in LORA_RANKS:
+        raise PlanInputError(
+            f"{key}: vLLM accepts {', '.join(str(r) for r in LORA_RANKS)}, got {rank}. "
+            f"Fix: set {key} to the next of these at or above the adapters' rank."
+        )
+    return rank
 
 
 def parse_name(options: Mapping[str, Any], key: str) -> str | None:
@@ -299,6 +310,22 @@ OPTIONS: tuple[PlanOption, ...] = (
         None,
         vllm_flags=("--language-model-only",),
     ),
+    PlanOption(
+        "max_loras",
+        parse_int,
+        "LoRA adapters served in one batch (turns LoRA on; the planner counts their buffers)",
+        int,
+        "N",
+        vllm_flags=("--max-loras", "--enable-lora"),
+    ),
+    PlanOption(
+        "max_lora_rank",
+        parse_lora_rank,
+        "largest LoRA rank served: " + ", ".join(str(r) for r in LORA_RANKS),
+        int,
+        "R",
+        vllm_flags=("--max-lora-rank",),
+    ),
     PlanOption("vllm_version", parse_version, "vLLM release to plan for", str, "X.Y.Z"),
     PlanOption(
         "vllm_image",
@@ -336,6 +363,8 @@ class PlanOptions:
     kv_cache_memory_bytes: int | None
     block_size: int | None
     language_model_only: bool
+    max_loras: int | None
+    max_lora_rank: int | None
     vllm_version: str | None
     vllm_image: str | None
     target_context_len: int | None

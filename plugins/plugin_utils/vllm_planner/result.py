@@ -39,8 +39,12 @@ def vllm_args(s: Settings, tp: int, pp: int, max_len: int, seqs: int, mnbt: int)
         ),
         "block_size": str(ctx.block_size) if ctx.block_size else None,
         "language_model_only": no_towers and vinfo.extensible,
+        "max_loras": str(ctx.max_loras) if ctx.max_loras else None,
+        "max_lora_rank": str(ctx.max_lora_rank) if ctx.max_loras else None,
     }
     args = vllm_arguments(values)
+    if ctx.max_loras:
+        args.append("--enable-lora")
     if no_towers and not vinfo.extensible:
         args += list(_NO_MM_INPUTS)  # last, where --language-model-only would be
     return args

@@ -15,6 +15,7 @@ from .config import DTYPE_BYTES, ModelArch
 from .errors import GIB, PlanInputError, Rejected
 from .evaluation import Ctx
 from .gpu import GpuSpec
+from .lora import DEFAULT_LORA_RANK
 from .options import PlanOptions
 from .quant import QuantSpec, kv_dtype_bytes, resolve_quant
 from .versions import VersionInfo
@@ -355,6 +356,8 @@ def settle(
         mamba_blocks=2 if vinfo.extensible else 1,
         derived_len=derived,
         kv_cache_memory_bytes=opts.kv_cache_memory_bytes,
+        max_loras=opts.max_loras or 0,
+        max_lora_rank=(opts.max_lora_rank or DEFAULT_LORA_RANK) if opts.max_loras else 0,
     )
     gmu = pick_gmu(opts.gpu_memory_utilization, g, vinfo, notes.warnings)
     target_len = opts.target_context_len

@@ -1,0 +1,144 @@
+"""LoRA adapters of a served model: where their verified copies are, and the vLLM launch they need.
+
+An adapter is declared under its base model (``vllm_server_models[].adapters``) as
+``{name, repo, revision}`` (the model_weights layout ``<root>/<repo>/<revision>``, a branch or tag
+resolved through ``<root>/<repo>/refs/<revision>``) or with an explicit ``path``. Clients send the
+adapter's ``name`` as the request's ``model``. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..vllm_planner.lora import LORA_RANKS
+from .deploy import ServingError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+ADAPTER_KEYS = ("name", "repo", "revision", "endpoint", "source", "path")
+
+
+def adapters(models: Any, root: str) -> list[dict[str, Any]]:
+    """Every adapter of a host's ``vllm_server_models``, flat: ``{model, name, repo, revision, path,
+    ref}`` (``ref``: the refs file naming the commit of a branch or tag; "" with an explicit path).
+
+    Raises :class:`ServingError` naming ``vllm_server_models[<model>].adapters[<i>]`` and the fix.
+    """
+    out: list[dict[str, Any]] = []
+    if not isinstance(models, list):
+        return out
+    names: dict[str, str] = {str(m.get("name")): "a served model" for m in models if isinstance(m, Mapping)}
+    for model in models:
+        if not isinstance(model, Mapping) or not model.get("adapters"):
+            continue
+        base = str(model.get("name"))
+        declared = model["adapters"]
+        if not isinstance(declared, list):
+            raise ServingError(
+                f"vllm_server_models[{base}].adapters must be a list of {{name, repo, revision}}, "
+                f"got {declared!r}"
+            )
+        for index, item in enumerate(declared):
+            where = f"vllm_server_models[{base}].adapters[{index}]"
+            if not isinstance(item, Mapping):
+                raise ServingError(f"{where} must be a mapping {{name, repo, revision}}, got {item!r}")
+            unknown = sorted(set(item) - set(ADAPTER_KEYS))
+            if unknown:
+                raise ServingError(
+                    f"{where}: unknown key(s) {', '.join(unknown)}; expected {', '.join(ADAPTER_KEYS)}"
+                )
+            name = str(item.get("name") or "")
+            if not _NAME.match(name):
+                raise ServingError(
+                    f"{where}.name {name!r} must start with a letter or digit and contain only letters, "
+                    "digits and . _ : / @ + - (clients send it as the request's model)"
+                )
+            if name in names:
+                raise ServingError(
+                    f"{where}.name {name!r} is already {names[name]}; give the adapter a name of its own"
+                )
+            names[name] = f"an adapter of {base}"
+            path = str(item.get("path") or "")
+            repo = str(item.get("repo") or "")
+            revision = str(item.get("revision") or "")
+            if path:
+                if not path.startswith("/"):
+                    raise ServingError(f"{where}.path must be an absolute directory, got {path!r}")
+                ref = ""
+            else:
+                if not _REPO.match(repo) or not revision:
+                    raise ServingError(
+                        f"{where} ({name}) needs repo ORG/NAME and a pinned revision (a commit, tag or "
+                        "branch the weights stage resolved), or an absolute path; "
+                        f"got repo={repo!r} revision={revision!r}"
+                    )
+                path = f"{root.rstrip('/')}/{repo}/{revision}"
+                ref = f"{root.rstrip('/')}/{repo}/refs/{revision}"
+            out.append(
+                {"model": base, "name": name, "repo": repo, "revision": revision, "path": path, "ref": ref}
+            )
+    return out
+
+
+def resolve(entries: Iterable[Mapping[str, Any]], commits: Iterable[Any]) -> list[dict[str, Any]]:
+    """Point each adapter at the commit its branch or tag resolved to (``commits``: the refs files'
+    contents, "" or None where there is none: the revision is a commit, or the path is explicit)."""
+    out = []
+    for entry, commit in zip(entries, commits, strict=True):
+        entry = dict(entry)
+        text = str(commit or "").strip()
+        if entry.get("ref") and text and "/" not in text:
+            entry["path"] = entry["path"].rsplit("/", 1)[0] + "/" + text
+            entry["resolved_revision"] = text
+        out.append(entry)
+    return out
+
+
+def rank_of(adapter_config: Any, where: str) -> int:
+    """The LoRA rank ``r`` of a PEFT ``adapter_config.json`` (text or parsed)."""
+    try:
+        config = json.loads(adapter_config) if isinstance(adapter_config, (str, bytes)) else adapter_config
+    except ValueError:
+        raise ServingError(f"{where}: adapter_config.json is not JSON; fetch the adapter again") from None
+    rank = config.get("r") if isinstance(config, Mapping) else None
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ServingError(
+            f"{where}: adapter_config.json has no LoRA rank 'r' (got {rank!r}); is it a LoRA adapter?"
+        )
+    if config.get("peft_type", "LORA") != "LORA":
+        raise ServingError(
+            f"{where}: peft_type is {config.get('peft_type')!r}; vLLM serves LORA adapters only"
+        )
+    return rank
+
+
+def launch(entries: Iterable[Mapping[str, Any]], configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Per base model with adapters: ``{options, modules, paths, adapters}``.
+
+    ``options``: the planner options LoRA needs (``max_loras`` = the adapters, so all of them fit one
+    batch; ``max_lora_rank`` = the smallest rank vLLM accepts that holds the largest adapter), which a
+    model's own ``overrides`` may lower; ``modules``: ``name=path`` for ``--lora-modules``; ``paths``:
+    the folders to mount read-only; ``adapters``: ``[{name, path, rank}]``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for entry, config in zip(entries, configs, strict=True):
+        where = f"vllm_server_models[{entry['model']}].adapters[{entry['name']}] ({entry['path']})"
+        rank = rank_of(config, where)
+        if rank > LORA_RANKS[-1]:
+            raise ServingError(
+                f"{where}: rank {rank} is above vLLM's largest --max-lora-rank ({LORA_RANKS[-1]})"
+            )
+        model = out.setdefault(entry["model"], {"options": {}, "modules": [], "paths": [], "adapters": []})
+        model["modules"].append(f"{entry['name']}={entry['path']}")
+        model["paths"].append(entry["path"])
+        model["adapters"].append({"name": entry["name"], "path": entry["path"], "rank": rank})
+    for model in out.values():
+        top = max(a["rank"] for a in model["adapters"])
+        model["options"] = {
+            "max_loras": len(model["adapters"]),
+            "max_lora_rank": next(r for r in LORA_RANKS if r >= top),
+        }
+    return out
