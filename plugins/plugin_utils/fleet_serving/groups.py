@@ -1,0 +1,280 @@
+"""Serving groups: the hosts of one inventory group serve one replica of their models together.
+
+``vllm_fleet_serving_groups`` names them (each entry a child group of ``gpu_nodes``, or
+``{group, backend, rendezvous_port, interface}``); several groups are several replicas. The first
+host of the group (Ansible's ``groups[name]`` order) is rank 0: it runs the API server, the others
+join it. Through vLLM's own launcher: ``--nnodes/--node-rank/--master-addr/--master-port`` with
+``--headless`` followers (multiprocessing, the default where the release has it), or a Ray cluster
+(``--distributed-executor-backend ray``) when asked for or on older releases. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..vllm_planner.errors import PlanInputError
+from ..vllm_planner.versions import parse_version
+from .deploy import ServingError, split_flags
+
+VAR = "vllm_fleet_serving_groups"
+BACKENDS = ("auto", "mp", "ray")
+# First release whose multiprocessing executor spans nodes (--nnodes, --node-rank, --master-addr).
+MP_MULTINODE_SINCE = (0, 11, 1)
+# vLLM's --master-port default, and Ray's GCS port default.
+MP_PORT = 29501
+RAY_PORT = 6379
+# Flags that tie the members together: they come from the group, never from a model's extra_args.
+GROUP_FLAGS = (
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--headless",
+    "--distributed-executor-backend",
+    "--data-parallel-address",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingGroup:
+    """One replica's hosts, rank 0 first, and how they meet."""
+
+    name: str
+    members: tuple[str, ...]
+    backend: str = "auto"
+    rendezvous_port: int | None = None
+    interface: str = ""
+
+    @property
+    def rank0(self) -> str:
+        return self.members[0]
+
+    def rank(self, host: str) -> int:
+        return self.members.index(host)
+
+    def port(self, backend: str) -> int:
+        return self.rendezvous_port or (RAY_PORT if backend == "ray" else MP_PORT)
+
+
+def _entry(raw: Any, index: int) -> dict[str, Any]:
+    where = f"{VAR}[{index}]"
+    if isinstance(raw, str):
+        return {"group": raw}
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("group"), str) or not raw["group"]:
+        raise ServingError(
+            f"{where} must be a group name or {{group, backend, rendezvous_port}}, got {raw!r}"
+        )
+    unknown = sorted(set(raw) - {"group", "backend", "rendezvous_port", "interface"})
+    if unknown:
+        raise ServingError(
+            f"{where} ({raw['group']}): unknown key(s) {', '.join(unknown)}; "
+            "expected group, backend, rendezvous_port, interface"
+        )
+    return dict(raw)
+
+
+def serving_groups(spec: Any, groups: Mapping[str, Sequence[str]]) -> list[ServingGroup]:
+    """The serving groups of the inventory; ``groups``: Ansible's ``groups``.
+
+    Raises :class:`ServingError` (one line, naming the entry and the fix) for an unknown or empty
+    group, a host in two serving groups, a host outside ``gpu_nodes``, a bad backend or port.
+    """
+    if spec in (None, "", []):
+        return []
+    if not isinstance(spec, list):
+        raise ServingError(f"{VAR} must be a list of inventory group names, got {spec!r}")
+    gpu_hosts = set(groups.get("gpu_nodes") or [])
+    owner: dict[str, str] = {}
+    out: list[ServingGroup] = []
+    for index, raw in enumerate(spec):
+        entry = _entry(raw, index)
+        name, where = entry["group"], f"{VAR}[{index}]"
+        if name not in groups:
+            raise ServingError(
+                f"{where}: {name!r} is not a group of the inventory; name a child group of gpu_nodes"
+            )
+        members = tuple(str(h) for h in groups[name])
+        if not members:
+            raise ServingError(f"{where}: group {name} has no hosts; add the hosts that serve one replica")
+        for host in members:
+            if host not in gpu_hosts:
+                raise ServingError(
+                    f"{where}: {host} of group {name} is not in gpu_nodes; add it to gpu_nodes"
+                )
+            if host in owner:
+                raise ServingError(
+                    f"{where}: {host} is in serving groups {owner[host]} and {name}; a host serves one "
+                    f"replica: take it out of one of them"
+                )
+            owner[host] = name
+        backend = str(entry.get("backend") or "auto")
+        if backend not in BACKENDS:
+            raise ServingError(f"{where}.backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+        port = entry.get("rendezvous_port")
+        if port not in (None, ""):
+            try:
+                port = int(port)
+            except (TypeError, ValueError):
+                raise ServingError(f"{where}.rendezvous_port: {port!r} is not a number") from None
+            if isinstance(entry["rendezvous_port"], bool) or not 1024 <= port <= 65535:
+                raise ServingError(f"{where}.rendezvous_port: {port} is outside 1024-65535")
+        out.append(ServingGroup(name, members, backend, port or None, str(entry.get("interface") or "")))
+    return out
+
+
+def group_of(host: str, groups: Iterable[ServingGroup]) -> ServingGroup | None:
+    """The serving group ``host`` belongs to, None for a host that serves on its own."""
+    return next((g for g in groups if host in g.members), None)
+
+
+def launcher(backend: str, vllm_version: str | None) -> str:
+    """``mp`` or ``ray``: what the group runs under. ``auto`` is mp where the release has it."""
+    try:
+        version = parse_version(vllm_version)
+    except PlanInputError as exc:
+        raise ServingError(str(exc)) from None
+    has_mp = version >= MP_MULTINODE_SINCE
+    if backend == "mp" and not has_mp:
+        raise ServingError(
+            f"{VAR}: backend mp needs vLLM >= {'.'.join(map(str, MP_MULTINODE_SINCE))} (multi-node "
+            f"multiprocessing), this image runs {vllm_version}; set backend: ray or a newer image"
+        )
+    if backend == "ray":
+        return "ray"
+    return "mp" if has_mp else "ray"
+
+
+def check_extra_args(name: str, extra_args: Iterable[Any]) -> None:
+    """A model of a group may not set the flags that join its members."""
+    for flag, _values in split_flags(extra_args):
+        if flag in GROUP_FLAGS:
+            raise ServingError(
+                f"vllm_server_models[{name}].extra_args sets {flag}: remove it, the serving group "
+                f"({VAR}) sets it on every member"
+            )
+
+
+def member_launch(
+    command: Sequence[str],
+    group: ServingGroup,
+    host: str,
+    master_addr: str,
+    own_addr: str,
+    vllm_version: str | None,
+) -> dict[str, Any]:
+    """What ``host``'s container of a group runs: ``{backend, rank, role, entrypoint, command, port}``.
+
+    ``command``: the model's ``vllm serve`` arguments (:func:`~.deploy.vllm_command`); ``master_addr``:
+    rank 0's address, ``own_addr``: this member's. ``entrypoint`` is None where the image's own
+    (``vllm serve``) runs the command; Ray members start their Ray node first in a shell.
+    """
+    if host not in group.members:
+        raise ServingError(f"{host} is not a member of serving group {group.name}")
+    if not master_addr:
+        raise ServingError(
+            f"serving group {group.name}: no rendezvous address for {group.rank0} (rank 0); set "
+            f"vllm_server_listen_address or vllm_fleet_internal_address for {group.rank0}, "
+            "or gather its facts"
+        )
+    backend = launcher(group.backend, vllm_version)
+    rank, nodes, port = group.rank(host), len(group.members), group.port(backend)
+    role = "leader" if rank == 0 else "follower"
+    base = [str(a) for a in command]
+    if backend == "mp":
+        args = [
+            *base,
+            "--distributed-executor-backend",
+            "mp",
+            "--nnodes",
+            str(nodes),
+            "--node-rank",
+            str(rank),
+            "--master-addr",
+            master_addr,
+            "--master-port",
+            str(port),
+        ]
+        if rank:
+            args.append("--headless")  # followers run workers only; rank 0 serves the API
+        return {
+            "backend": "mp",
+            "rank": rank,
+            "role": role,
+            "entrypoint": None,
+            "command": args,
+            "port": port,
+        }
+    ip = shlex.quote(own_addr or master_addr)
+    if rank == 0:
+        serve = shlex.join(["vllm", "serve", *base, "--distributed-executor-backend", "ray"])
+        script = f"ray start --head --port={port} --node-ip-address={ip} && exec {serve}"
+    else:
+        # --block keeps the container alive as long as the Ray node: its exit is the member's failure
+        script = (
+            f"exec ray start --block --address={shlex.quote(f'{master_addr}:{port}')} --node-ip-address={ip}"
+        )
+    return {
+        "backend": "ray",
+        "rank": rank,
+        "role": role,
+        "entrypoint": ["/bin/sh", "-c"],
+        "command": [script],
+        "port": port,
+    }
+
+
+def _addresses(iface: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    ipv4 = iface.get("ipv4")
+    for entry in [ipv4] if isinstance(ipv4, Mapping) else (ipv4 or []):
+        if isinstance(entry, Mapping) and entry.get("address"):
+            out.append(str(entry["address"]))
+    for key in ("ipv4_secondaries", "ipv6"):
+        for entry in iface.get(key) or []:
+            if isinstance(entry, Mapping) and entry.get("address"):
+                out.append(str(entry["address"]))
+    return out
+
+
+def interface_of(address: str, facts: Mapping[str, Any]) -> str:
+    """The network interface holding ``address``, from Ansible's facts (``ansible_facts``); "" if none."""
+    for name in facts.get("interfaces") or []:
+        iface = facts.get(str(name).replace("-", "_"))
+        if isinstance(iface, Mapping) and address in _addresses(iface):
+            return str(iface.get("device") or name)
+    return ""
+
+
+def member_env(group: ServingGroup, host: str, address: str, facts: Mapping[str, Any]) -> dict[str, str]:
+    """NCCL, Gloo and vLLM's own address for a member: the interface that holds the address vLLM uses."""
+    iface = group.interface or interface_of(address, facts)
+    if not iface:
+        raise ServingError(
+            f"serving group {group.name}: {host} has no network interface holding {address} in its facts; "
+            f"set interface in {VAR} for {group.name}, or vllm_fleet_internal_address to one of its addresses"
+        )
+    return {"NCCL_SOCKET_IFNAME": iface, "GLOO_SOCKET_IFNAME": iface, "VLLM_HOST_IP": address}
+
+
+def rdma_options(device_paths: Iterable[str]) -> dict[str, Any]:
+    """Container options that let NCCL use InfiniBand/RoCE: the /dev/infiniband devices, locked memory.
+
+    ``device_paths``: what the host has under /dev/infiniband (empty: TCP sockets only, nothing added).
+    """
+    paths = sorted({str(p) for p in device_paths if str(p).startswith("/dev/infiniband/")})
+    if not paths:
+        return {"devices": [], "capabilities": [], "ulimits": []}
+    return {
+        "devices": [f"{p}:{p}:rwm" for p in paths],
+        "capabilities": ["IPC_LOCK"],  # RDMA registers pinned memory
+        "ulimits": ["memlock:-1:-1"],
+    }
+
+
+def members_down(group: ServingGroup, healthy: Iterable[str]) -> list[str]:
+    """Members that are not healthy: any one of them takes the whole replica out of service."""
+    ok = {str(h) for h in healthy}
+    return [h for h in group.members if h not in ok]
