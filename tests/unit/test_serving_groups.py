@@ -124,7 +124,7 @@ def test_serving_groups_are_replicas_with_rank0_first() -> None:
     [
         (["llama_a", "h100"], "a0 is in serving groups llama_a and h100"),
         (["llama_c"], "'llama_c' is not a group of the inventory"),
-        ([{"group": "llama_a", "backend": "slurm"}], "backend: 'slurm' is not one of auto, mp, ray"),
+        ([{"group": "llama_a", "backend": "slurm"}], "backend: 'slurm' is not a backend. Fix: use one of auto, mp, ray"),
         ([{"group": "llama_a", "rendezvous_port": 80}], "rendezvous_port: 80 is outside 1024-65535"),
         ([{"group": "llama_a", "ports": 1}], "unknown key(s) ports"),
     ],

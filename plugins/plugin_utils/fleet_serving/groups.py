@@ -59,69 +59,90 @@ class ServingGroup:
         return self.rendezvous_port or (RAY_PORT if backend == "ray" else MP_PORT)
 
 
-def _entry(raw: Any, index: int) -> dict[str, Any]:
-    where = f"{VAR}[{index}]"
+class GroupError(ServingError):
+    """A bad serving group: ``variable`` is wrong (``what``); ``fix`` mends it. One line as text."""
+
+    def __init__(self, variable: str, what: str, fix: str) -> None:
+        super().__init__(f"{variable}: {what}. Fix: {fix}")
+        self.variable, self.what, self.fix = variable, what, fix
+
+
+def _entry(raw: Any, where: str) -> dict[str, Any]:
     if isinstance(raw, str):
         return {"group": raw}
     if not isinstance(raw, Mapping) or not isinstance(raw.get("group"), str) or not raw["group"]:
-        raise ServingError(
-            f"{where} must be a group name or {{group, backend, rendezvous_port}}, got {raw!r}"
-        )
+        raise GroupError(where, f"{raw!r} is not a group name", "write a group name or {group, backend, ...}")
     unknown = sorted(set(raw) - {"group", "backend", "rendezvous_port", "interface"})
     if unknown:
-        raise ServingError(
-            f"{where} ({raw['group']}): unknown key(s) {', '.join(unknown)}; "
-            "expected group, backend, rendezvous_port, interface"
+        raise GroupError(
+            where,
+            f"unknown key(s) {', '.join(unknown)}",
+            "use group, backend, rendezvous_port, interface",
         )
     return dict(raw)
+
+
+def _port(entry: Mapping[str, Any], where: str) -> int | None:
+    raw = entry.get("rendezvous_port")
+    if raw in (None, ""):
+        return None
+    try:
+        port = int(raw)
+    except (TypeError, ValueError):
+        raise GroupError(f"{where}.rendezvous_port", f"{raw!r} is not a number", "write a port") from None
+    if isinstance(raw, bool) or not 1024 <= port <= 65535:
+        raise GroupError(
+            f"{where}.rendezvous_port", f"{port} is outside 1024-65535", "pick a free port above 1023"
+        )
+    return port
 
 
 def serving_groups(spec: Any, groups: Mapping[str, Sequence[str]]) -> list[ServingGroup]:
     """The serving groups of the inventory; ``groups``: Ansible's ``groups``.
 
-    Raises :class:`ServingError` (one line, naming the entry and the fix) for an unknown or empty
+    Raises :class:`GroupError` (one line, naming the entry and the fix) for an unknown or empty
     group, a host in two serving groups, a host outside ``gpu_nodes``, a bad backend or port.
     """
     if spec in (None, "", []):
         return []
     if not isinstance(spec, list):
-        raise ServingError(f"{VAR} must be a list of inventory group names, got {spec!r}")
+        raise GroupError(
+            VAR, f"{spec!r} is not a list", "list the inventory groups that serve one replica each"
+        )
     gpu_hosts = set(groups.get("gpu_nodes") or [])
     owner: dict[str, str] = {}
     out: list[ServingGroup] = []
     for index, raw in enumerate(spec):
-        entry = _entry(raw, index)
-        name, where = entry["group"], f"{VAR}[{index}]"
+        where = f"{VAR}[{index}]"
+        entry = _entry(raw, where)
+        name = entry["group"]
         if name not in groups:
-            raise ServingError(
-                f"{where}: {name!r} is not a group of the inventory; name a child group of gpu_nodes"
+            raise GroupError(
+                where, f"{name!r} is not a group of the inventory", "name a child group of gpu_nodes"
             )
         members = tuple(str(h) for h in groups[name])
         if not members:
-            raise ServingError(f"{where}: group {name} has no hosts; add the hosts that serve one replica")
+            raise GroupError(where, f"group {name} has no hosts", f"add the hosts of one replica to {name}")
         for host in members:
             if host not in gpu_hosts:
-                raise ServingError(
-                    f"{where}: {host} of group {name} is not in gpu_nodes; add it to gpu_nodes"
+                raise GroupError(
+                    where, f"{host} of group {name} is not in gpu_nodes", f"add {host} to gpu_nodes"
                 )
             if host in owner:
-                raise ServingError(
-                    f"{where}: {host} is in serving groups {owner[host]} and {name}; a host serves one "
-                    f"replica: take it out of one of them"
+                raise GroupError(
+                    where,
+                    f"{host} is in serving groups {owner[host]} and {name}",
+                    f"a host serves one replica: take {host} out of one of them",
                 )
             owner[host] = name
         backend = str(entry.get("backend") or "auto")
         if backend not in BACKENDS:
-            raise ServingError(f"{where}.backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-        port = entry.get("rendezvous_port")
-        if port not in (None, ""):
-            try:
-                port = int(port)
-            except (TypeError, ValueError):
-                raise ServingError(f"{where}.rendezvous_port: {port!r} is not a number") from None
-            if isinstance(entry["rendezvous_port"], bool) or not 1024 <= port <= 65535:
-                raise ServingError(f"{where}.rendezvous_port: {port} is outside 1024-65535")
-        out.append(ServingGroup(name, members, backend, port or None, str(entry.get("interface") or "")))
+            raise GroupError(
+                f"{where}.backend", f"{backend!r} is not a backend", f"use one of {', '.join(BACKENDS)}"
+            )
+        out.append(
+            ServingGroup(name, members, backend, _port(entry, where), str(entry.get("interface") or ""))
+        )
     return out
 
 
