@@ -124,7 +124,10 @@ def test_serving_groups_are_replicas_with_rank0_first() -> None:
     [
         (["llama_a", "h100"], "a0 is in serving groups llama_a and h100"),
         (["llama_c"], "'llama_c' is not a group of the inventory"),
-        ([{"group": "llama_a", "backend": "slurm"}], "backend: 'slurm' is not a backend. Fix: use one of auto, mp, ray"),
+        (
+            [{"group": "llama_a", "backend": "slurm"}],
+            "backend: 'slurm' is not a backend. Fix: use one of auto, mp, ray",
+        ),
         ([{"group": "llama_a", "rendezvous_port": 80}], "rendezvous_port: 80 is outside 1024-65535"),
         ([{"group": "llama_a", "ports": 1}], "unknown key(s) ports"),
     ],
@@ -240,3 +243,64 @@ def test_one_member_down_takes_the_replica_down() -> None:
     group = groups.ServingGroup("g", ("a", "b", "c"))
     assert groups.members_down(group, ["a", "b", "c"]) == []
     assert groups.members_down(group, ["a", "c"]) == ["b"]
+
+
+def _hostvars() -> dict:
+    inventory = {"all": ["a0", "a1", "solo"], "gpu_nodes": ["a0", "a1", "solo"], "llama_a": ["a0", "a1"]}
+    common = {
+        "vllm_fleet_serving_groups": ["llama_a"],
+        "groups": inventory,
+        "vllm_server_models": [{"name": "llama-405b", "port": 8000}],
+    }
+    out = {}
+    for i, host in enumerate(("a0", "a1", "solo")):
+        address = f"10.0.0.{i + 1}"
+        out[host] = {
+            **common,
+            "vllm_fleet_internal_address": address,
+            "ansible_facts": {
+                "interfaces": ["ens5"],
+                "ens5": {"device": "ens5", "ipv4": {"address": address}},
+            },
+        }
+    return out
+
+
+def _spec(address: str) -> dict:
+    command = deploy.vllm_command("/models/llama-405b", "llama-405b", address, 8000, PLANNED_405B)
+    env = {"HF_HUB_OFFLINE": "1"}
+    return {"name": "llama-405b", "command": command, "env": env, "vllm_version": "0.32.0",
+            "url": f"http://{address}:8000"}  # fmt: skip
+
+
+def test_member_specs_give_each_member_its_launch_env_and_devices() -> None:
+    hostvars = _hostvars()
+    (lead,) = groups.member_specs([_spec("10.0.0.1")], "a0", hostvars)
+    (follow,) = groups.member_specs([_spec("10.0.0.2")], "a1", hostvars, ["/dev/infiniband/uverbs0"])
+    assert lead["command"][-9:] == ["mp", "--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1",
+                                    "--master-port", "29501"]  # fmt: skip
+    assert follow["command"][-10:] == ["mp", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
+                                       "--master-port", "29501", "--headless"]  # fmt: skip
+    assert follow["env"] == {"HF_HUB_OFFLINE": "1", "NCCL_SOCKET_IFNAME": "ens5",
+                             "GLOO_SOCKET_IFNAME": "ens5", "VLLM_HOST_IP": "10.0.0.2"}  # fmt: skip
+    assert (lead["url"], follow["url"]) == ("http://10.0.0.1:8000", "")
+    assert (lead["role"], follow["role"], follow["rendezvous"]) == ("leader", "follower", "10.0.0.1:29501")
+    assert lead["devices"] == [] and follow["devices"] == [
+        "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0:rwm"
+    ]
+    assert groups.member_specs([_spec("10.0.0.3")], "solo", hostvars) == [_spec("10.0.0.3")]
+
+
+def test_the_gateway_sees_only_rank0_of_a_group() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet, gateway
+
+    hostvars = _hostvars()
+    backends = [
+        {"host": h, "address": hostvars[h]["vllm_fleet_internal_address"],
+         "models": fleet.endpoints(hostvars[h], host=h)}
+        for h in ("a0", "a1", "solo")
+    ]  # fmt: skip
+    assert [len(b["models"]) for b in backends] == [1, 0, 1]
+    assert backends[0]["models"][0]["group"] == "llama_a"
+    (route,) = gateway.routes(backends)
+    assert [s["host"] for s in route["servers"]] == ["a0", "solo"]  # two replicas: the group and solo

@@ -299,3 +299,61 @@ def members_down(group: ServingGroup, healthy: Iterable[str]) -> list[str]:
     """Members that are not healthy: any one of them takes the whole replica out of service."""
     ok = {str(h) for h in healthy}
     return [h for h in group.members if h not in ok]
+
+
+def membership(hvars: Mapping[str, Any], host: str) -> tuple[ServingGroup, int] | None:
+    """``host``'s serving group and rank, from its variables (``hostvars[host]``: the fleet-wide
+    ``vllm_fleet_serving_groups`` and Ansible's ``groups``); None for a host that serves alone."""
+    spec, groups = hvars.get(VAR), hvars.get("groups")
+    if spec in (None, "", []) or not isinstance(groups, Mapping):
+        return None
+    group = group_of(host, serving_groups(spec, groups))
+    return (group, group.rank(host)) if group else None
+
+
+def member_specs(
+    specs: Sequence[Mapping[str, Any]],
+    host: str,
+    hostvars: Mapping[str, Mapping[str, Any]],
+    rdma_paths: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """The container specs of ``host`` (vllm_server's, one per model) as a member of its serving group.
+
+    Each spec gets the member's launch (``command``, ``entrypoint``), the NCCL/Gloo/vLLM address
+    environment, the InfiniBand devices, and ``group``/``rank``/``role``/``members``; followers get
+    no ``url`` (nothing to route to: rank 0 is the replica's endpoint). Specs of a host that serves
+    alone come back unchanged.
+    """
+    from .fleet import vllm_address  # fleet imports this module's membership
+
+    hvars = hostvars[host]
+    found = membership(hvars, host)
+    if found is None:
+        return [dict(s) for s in specs]
+    group, rank = found
+    master = vllm_address(hostvars.get(group.rank0) or {})
+    own = vllm_address(hvars)
+    env = member_env(group, host, own, hvars.get("ansible_facts") or {})
+    rdma = rdma_options(rdma_paths)
+    out = []
+    for spec in specs:
+        launch = member_launch(
+            spec["command"], group, host, master, own, str(spec.get("vllm_version") or "") or None
+        )
+        out.append(
+            {
+                **spec,
+                **rdma,
+                "command": launch["command"],
+                "entrypoint": launch["entrypoint"],
+                "env": {**dict(spec.get("env") or {}), **env},
+                "group": group.name,
+                "members": list(group.members),
+                "rank": rank,
+                "role": launch["role"],
+                "backend": launch["backend"],
+                "rendezvous": f"{master}:{launch['port']}",
+                "url": spec.get("url", "") if rank == 0 else "",
+            }
+        )
+    return out
