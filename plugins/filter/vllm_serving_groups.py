@@ -3,6 +3,7 @@ plugins/plugin_utils/fleet_serving/groups.py and vllm_planner/group.py.
 
 vllm_serving_group_members(specs, host, hostvars, rdma_paths)  each container spec as a group member
 vllm_serving_group_gpu_spec(group, facts_by_host, gpus, shared)  the planner GPU dict of a whole group
+vllm_serving_group_of(hostvars[host], host)      the host's serving group and rank ({} when it serves alone)
 """
 
 from __future__ import annotations
@@ -30,5 +31,6 @@ class FilterModule:
         table = {
             "vllm_serving_group_members": groups.member_specs,
             "vllm_serving_group_gpu_spec": group_spec,
+            "vllm_serving_group_of": groups.group_of_host,
         }
         return wrap_filters(table, deploy.ServingError)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..vllm_planner.errors import PlanInputError
 from ..vllm_planner.versions import parse_version
-from .deploy import ServingError, split_flags
+from .deploy import ServingError, split_flags, stable_hash
 
 VAR = "vllm_fleet_serving_groups"
 BACKENDS = ("auto", "mp", "ray")
@@ -356,4 +356,24 @@ def member_specs(
                 "url": spec.get("url", "") if rank == 0 else "",
             }
         )
+        # the member's launch is part of what runs: a new rank, rendezvous or interface is a new version
+        joined = out[-1]
+        joined["config_hash"] = stable_hash(
+            [spec.get("config_hash"), *(joined[k] for k in ("command", "entrypoint", "env", "devices"))]
+        )
     return out
+
+
+def group_of_host(hvars: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """``{name, members, rank, rank0, backend}`` of ``host``'s serving group; {} for a host serving alone."""
+    found = membership(hvars, host)
+    if found is None:
+        return {}
+    group, rank = found
+    return {
+        "name": group.name,
+        "members": list(group.members),
+        "rank": rank,
+        "rank0": group.rank0,
+        "backend": group.backend,
+    }
