@@ -304,3 +304,38 @@ def test_the_gateway_sees_only_rank0_of_a_group() -> None:
     assert backends[0]["models"][0]["group"] == "llama_a"
     (route,) = gateway.routes(backends)
     assert [s["host"] for s in route["servers"]] == ["a0", "solo"]  # two replicas: the group and solo
+
+
+def test_a_rollout_replaces_a_serving_group_as_one_unit() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.plan import rollout_plan
+
+    members = [
+        {"host": "a0", "group": "llama", "serial": [1, "100%"], "unit": "llama_a", "leader": True},
+        {"host": "a1", "group": "llama", "serial": [1, "100%"], "unit": "llama_a", "leader": False},
+        {"host": "b0", "group": "llama", "serial": [1, "100%"], "unit": "llama_b", "leader": True},
+        {"host": "b1", "group": "llama", "serial": [1, "100%"], "unit": "llama_b", "leader": False},
+    ]
+    models = [{"name": "llama-405b", "port": 8000}]
+    plan = rollout_plan(members, models_by_host={h: models for h in ("a0", "a1", "b0", "b1")})
+    # two replicas: the canary is one whole group, then the other; one replica stays in service
+    assert plan["groups"][0]["batches"] == [["a0", "a1"], ["b0", "b1"]]
+    assert plan["batches"] == [2, 2]
+    assert plan["problems"] == []
+    one = rollout_plan(members[:2], models_by_host={h: models for h in ("a0", "a1")})
+    assert one["problems"] == [
+        "llama-405b is served by a0 only: replacing it means downtime (fleet_rollout_min_available: 1)"
+    ]
+
+
+def test_a_serving_group_split_over_rollout_groups_is_refused() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.plan import (
+        RolloutError,
+        rollout_plan,
+    )
+
+    members = [
+        {"host": "a0", "group": "x", "unit": "llama_a", "leader": True},
+        {"host": "a1", "group": "y", "unit": "llama_a", "leader": False},
+    ]
+    with pytest.raises(RolloutError, match="serving group llama_a spans rollout groups x and y"):
+        rollout_plan(members)
