@@ -365,15 +365,19 @@ def member_specs(
 
 
 def group_of_host(hvars: Mapping[str, Any], host: str) -> dict[str, Any]:
-    """``{name, members, rank, rank0, backend}`` of ``host``'s serving group; {} for a host serving alone."""
+    """``{name, members, rank, rank0, backend, port}`` of ``host``'s serving group (``backend`` as it
+    runs with the host's vLLM version, ``port`` the rendezvous port); {} for a host serving alone."""
     found = membership(hvars, host)
     if found is None:
         return {}
     group, rank = found
+    version = hvars.get("vllm_server_vllm_version") or hvars.get("vllm_fleet_vllm_version")
+    backend = launcher(group.backend, str(version) if version else None)
     return {
         "name": group.name,
         "members": list(group.members),
         "rank": rank,
         "rank0": group.rank0,
-        "backend": group.backend,
+        "backend": backend,
+        "port": group.port(backend),
     }
