@@ -339,3 +339,17 @@ def test_a_serving_group_split_over_rollout_groups_is_refused() -> None:
     ]
     with pytest.raises(RolloutError, match="serving group llama_a spans rollout groups x and y"):
         rollout_plan(members)
+
+
+def test_plan_yml_plans_a_serving_group_as_one_replica() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops.plan_report import (
+        normalize_entries,
+    )
+
+    models = [{"name": "llama-405b", "group": "llama_a", "config": "/cfg/config.json"},
+              {"name": "llama-8b", "group": "h100", "config": "/cfg/config.json"}]  # fmt: skip
+    gpu_groups = {"llama_a": ["a0", "a1"], "h100": ["h0", "h1"]}
+    entries = normalize_entries(models, gpu_groups, {}, {"serving_groups": [{"group": "llama_a"}]})
+    group, plain = entries
+    assert (group["nodes"], group["options"]["pipeline_parallel_size"]) == (2, 2)
+    assert plain["nodes"] == 1 and "pipeline_parallel_size" not in plain["options"]
