@@ -184,10 +184,10 @@ def test_ray_members_form_a_cluster_then_rank0_serves() -> None:
 
 def test_auto_falls_back_to_ray_before_the_multinode_launcher() -> None:
     group = groups.ServingGroup("g", ("a", "b"))
-    assert groups.launcher("auto", "0.10.2") == "ray"
-    assert groups.launcher("auto", "0.11.1") == "mp"
+    assert groups.launcher("auto", "0.11.2") == "ray"
+    assert groups.launcher("auto", "0.12.0") == "mp"
     assert groups.member_launch(["/m"], group, "b", "10.0.0.1", "10.0.0.2", "0.10.2")["port"] == 6379
-    with pytest.raises(ServingError, match="backend mp needs vLLM >= 0.11.1"):
+    with pytest.raises(ServingError, match="backend mp needs vLLM >= 0.12.0"):
         groups.launcher("mp", "0.10.2")
 
 

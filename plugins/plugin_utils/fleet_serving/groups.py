@@ -21,8 +21,9 @@ from .deploy import ServingError, split_flags, stable_hash
 
 VAR = "vllm_fleet_serving_groups"
 BACKENDS = ("auto", "mp", "ray")
-# First release whose multiprocessing executor spans nodes (--nnodes, --node-rank, --master-addr).
-MP_MULTINODE_SINCE = (0, 11, 1)
+# First release whose multiprocessing executor spans nodes (--nnodes, --node-rank, --master-addr; the
+# executor change merged in November 2025, documented in 0.12): older releases span nodes with Ray.
+MP_MULTINODE_SINCE = (0, 12, 0)
 # vLLM's --master-port default, and Ray's GCS port default.
 MP_PORT = 29501
 RAY_PORT = 6379
