@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, groups
 
@@ -64,6 +65,7 @@ def main() -> int:
     parser.add_argument("--image", default="vllm-fleet/vllm-cpu:0.32.0")
     parser.add_argument("--version", default="0.32.0")
     parser.add_argument("--ready-timeout", type=int, default=420)
+    parser.add_argument("--logs", default="/tmp", help="folder for each member's log")
     args = parser.parse_args()
     cleanup()
     sh("docker", "network", "create", "--subnet", "172.31.250.0/24", NET)
@@ -103,6 +105,9 @@ def main() -> int:
         code, text = post(f"{base}/v1/completions", {"model": "tiny", "prompt": "hello", "max_tokens": 8})
         print(f"completion through rank 0: HTTP {code} {text[:300]}", flush=True)
         ok = code == 200
+        for name in NAMES:  # what each member said while serving, before the follower is killed
+            done = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
+            Path(f"{args.logs}/{name}.log").write_text(done.stdout + done.stderr)
         sh("docker", "kill", NAMES[1])
         time.sleep(10)
         code, text = post(f"{base}/v1/completions", {"model": "tiny", "prompt": "hello", "max_tokens": 8}, 30)
