@@ -66,12 +66,15 @@ def main() -> int:
     parser.add_argument("--version", default="0.32.0")
     parser.add_argument("--ready-timeout", type=int, default=420)
     parser.add_argument("--logs", default="/tmp", help="folder for each member's log")
+    # pp: one pipeline stage per member (what the planner gives a group); tp: tensor parallel across them
+    parser.add_argument("--split", choices=("pp", "tp"), default="pp")
     args = parser.parse_args()
     cleanup()
     sh("docker", "network", "create", "--subnet", "172.31.250.0/24", NET)
     addrs = {"rank0": "172.31.250.10", "rank1": "172.31.250.11"}
     group = groups.ServingGroup("lab_pair", ("rank0", "rank1"), "mp", 29501)
-    planned = ["--tensor-parallel-size", "1", "--pipeline-parallel-size", "2", "--max-model-len", "512",
+    tp, pp = ("2", "1") if args.split == "tp" else ("1", "2")
+    planned = ["--tensor-parallel-size", tp, "--pipeline-parallel-size", pp, "--max-model-len", "512",
                "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager",
                "--kv-cache-memory-bytes", "33554432"]  # fmt: skip
     facts = {
