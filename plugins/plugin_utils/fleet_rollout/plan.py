@@ -79,7 +79,9 @@ def rollout_plan(
     """Order hosts group by group and cut each group into its own batches.
 
     ``members``: ``[{host, group, serial}]`` in play order (``serial`` is the group's
-    ``fleet_rollout_serial`` as seen by that host; the first host of a group decides).
+    ``fleet_rollout_serial`` as seen by that host; the first host of a group decides). A member
+    of a serving group also has ``unit`` (the serving group) and ``leader`` (rank 0): the hosts
+    of one replica are one unit, never split over batches, and ``serial`` counts units.
     ``group_order``: groups to roll first, in that order; the others follow in play order.
     ``models_by_host``: inventory name -> its ``vllm_server_models`` for every serving host
     (not only the selected ones), to find batches that would leave a model with fewer than
@@ -95,6 +97,8 @@ def rollout_plan(
     by_group: dict[str, list[str]] = {}
     serial_of: dict[str, Any] = {}
     seen: set[str] = set()
+    unit_of: dict[str, str] = {}
+    followers: set[str] = set()
     for index, member in enumerate(members):
         if not isinstance(member, Mapping) or not member.get("host"):
             raise RolloutError(f"rollout member {index} must be a mapping with host, group and serial")
@@ -107,6 +111,11 @@ def rollout_plan(
             raise RolloutError(f"{host}: fleet_rollout_group is empty; name the host's rollout group")
         by_group.setdefault(group, []).append(host)
         serial_of.setdefault(group, member.get("serial", [1, "25%", "100%"]))
+        if member.get("unit"):
+            unit_of[host] = str(member["unit"])
+            if not member.get("leader"):
+                followers.add(host)
+    _check_units(unit_of, by_group)
     wanted = [str(g) for g in (group_order or [])]
     unknown = [g for g in wanted if g not in by_group]
     ordered = [g for g in wanted if g in by_group] + [g for g in by_group if g not in wanted]
@@ -118,12 +127,14 @@ def rollout_plan(
     next_index: dict[str, int] = {}
     for group in ordered:
         hosts = by_group[group]
-        sizes = batch_sizes(serial_of[group], len(hosts), f"fleet_rollout_serial of {group}")
+        units = _units(hosts, unit_of)
+        counts = batch_sizes(serial_of[group], len(units), f"fleet_rollout_serial of {group}")
         cut: list[list[str]] = []
         start = 0
-        for size in sizes:
-            cut.append(hosts[start : start + size])
-            start += size
+        for count in counts:
+            cut.append([h for unit in units[start : start + count] for h in unit])
+            start += count
+        sizes = [len(batch) for batch in cut]
         end = len(order)
         for number, batch in enumerate(cut, 1):
             end += len(batch)
@@ -134,7 +145,9 @@ def rollout_plan(
         order.extend(hosts)
         batches.extend(sizes)
         canaries.extend(cut[0])
-    problems = [] if allow_downtime else capacity_problems(groups, models_by_host or {}, min_available)
+    # a replica is served through its rank 0: followers are no serving hosts of their own
+    serving_hosts = {h: m for h, m in (models_by_host or {}).items() if h not in followers}
+    problems = [] if allow_downtime else capacity_problems(groups, serving_hosts, min_available)
     return {
         "order": order,
         "batches": batches,
@@ -145,6 +158,36 @@ def rollout_plan(
         "problems": problems,
         "unknown_groups": unknown,
     }
+
+
+def _units(hosts: list[str], unit_of: Mapping[str, str]) -> list[list[str]]:
+    """The hosts cut into what is replaced together: a serving group's members, or one host."""
+    units: list[list[str]] = []
+    index: dict[str, int] = {}
+    for host in hosts:
+        unit = unit_of.get(host)
+        if unit is None:
+            units.append([host])
+        elif unit in index:
+            units[index[unit]].append(host)
+        else:
+            index[unit] = len(units)
+            units.append([host])
+    return units
+
+
+def _check_units(unit_of: Mapping[str, str], by_group: Mapping[str, list[str]]) -> None:
+    where: dict[str, str] = {}
+    for group, hosts in by_group.items():
+        for host in hosts:
+            unit = unit_of.get(host)
+            if unit is None:
+                continue
+            if where.setdefault(unit, group) != group:
+                raise RolloutError(
+                    f"serving group {unit} spans rollout groups {where[unit]} and {group}: its hosts are "
+                    f"replaced together; give them one fleet_rollout_group"
+                )
 
 
 def _model_names(models: Any) -> list[str]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .deploy import ServingError
+from .groups import membership
 
 
 def _get(mapping: Any, *keys: str) -> Any:
@@ -101,6 +102,9 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
         models = hvars.get("vllm_server_models")
     if models in (None, ""):
         return []
+    member = membership(hvars, host) if host else None
+    if member and member[1] > 0:
+        return []  # a serving group's followers run workers only: its rank 0 is the replica's endpoint
     if not isinstance(models, list):
         raise ServingError(
             f"{host or 'host'}: vllm_server_models must be a list of {{name, port}}, got {models!r}"
@@ -138,5 +142,7 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
                 recorded=False,
             )
         entry["server"] = server(entry["address"], entry["port"]) if entry["address"] else ""
+        if member:
+            entry["group"] = member[0].name
         out.append(entry)
     return out

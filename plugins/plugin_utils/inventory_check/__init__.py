@@ -4,6 +4,7 @@
 - ``names``: unknown and removed variables, with the closest known name (``check_names``)
 - ``argspec``: types, choices, required and unknown sub-options, as Ansible validates them (``check_option``)
 - ``cross``: across roles: served models fetched, keys and tiers, hubs and revisions, groups, ports
+- ``serving_groups``: the hosts that serve one replica together agree (models, GPUs, rendezvous address)
 - ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
 - ``sources``: which inventory file sets a variable, so each problem names the file to edit once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
@@ -27,6 +28,7 @@ from .cross import (
 from .names import check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
+from .serving_groups import check_serving_groups
 from .sources import inventory_sources, short_path, where_from
 from .specs import REMOVED, Catalogue, load_catalogue
 
@@ -88,6 +90,10 @@ def check_inventory(
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)
     problems += check_groups(groups, children, some.get("fleet_plan_models", []), first)
+    views = {host: HostView(host, values, cat) for host, values in hosts.items()}
+    problems += check_serving_groups(
+        some.get("vllm_fleet_serving_groups", []), groups, views, gpu_facts or {}, first
+    )
     found, planned = check_plans(
         some.get("fleet_plan_models", []),
         groups,

@@ -382,7 +382,8 @@ def normalize_entries(
     ``gpu_groups``: group -> hosts. ``hostvars``: per host ``vllm_server_models``,
     ``vllm_server_vllm_version``, ``vllm_server_plan_options``, ``model_weights_root``,
     ``model_weights_writer_host``. ``settings``: ``config_dir`` (base of relative paths),
-    ``vllm_version`` (when a host sets none).
+    ``vllm_version`` (when a host sets none), ``serving_groups`` (``vllm_fleet_serving_groups``:
+    such a group is planned as one replica over all its hosts).
 
     Each entry: ``name``, ``group``, ``hosts``, ``config_path``/``index_path`` (control
     node) or ``read_host``/``read_dir`` (a host's folder holding config.json), ``weights_bytes``,
@@ -450,6 +451,11 @@ def normalize_entries(
             model.get("options"),
             entry["name"],
         )
+        if entry["group"] in _serving_group_names(settings.get("serving_groups")) and not model.get("nodes"):
+            # a serving group is one replica over its hosts: one pipeline stage per host
+            entry["nodes"] = len(hosts)
+            if len(hosts) > 1 and "pipeline_parallel_size" not in entry["options"]:
+                entry["options"] = {**entry["options"], "pipeline_parallel_size": len(hosts)}
         if model.get("config"):
             entry["config_path"] = _abs(model["config"], base)
             entry["index_path"] = _abs(model.get("safetensors_index"), base)
@@ -468,6 +474,13 @@ def normalize_entries(
                 "model_weights layout)"
             )
     return entries
+
+
+def _serving_group_names(spec: Any) -> set[str]:
+    """The groups ``vllm_fleet_serving_groups`` names (entries a name or ``{group, ...}``)."""
+    if not isinstance(spec, list):
+        return set()
+    return {str(e.get("group") if isinstance(e, Mapping) else e) for e in spec if e}
 
 
 def follow_refs(entries: list[Mapping[str, Any]], answers: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from .clock import check_time
 from .gpu import check_cuda, check_gpu_state, check_topology
+from .groups import check_serving_groups
 from .memory import check_ram, check_shm
 from .network import check_ports
 from .plans import Planner
@@ -26,6 +27,7 @@ def evaluate(
 
     A record's own ``settings`` (the host's fleet_doctor_* variables) win over ``settings``.
     """
+    records = list(records)  # read twice: per host, then per serving group
     out: list[dict[str, Any]] = []
     for rec in records:
         merged = host_settings(rec, settings)
@@ -52,5 +54,6 @@ def evaluate(
         out += check_shm(rec, merged)
         out += check_ports(rec, merged)
         out += check_time(rec, merged)
+    out += check_serving_groups(records, host_settings({}, settings))
     out += hub or []
     return out
