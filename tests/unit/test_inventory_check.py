@@ -259,7 +259,11 @@ def test_the_lab_pins_its_cpu_build_apart_from_the_fleet_default():
 
     fleet_defaults = yaml.safe_load((ROOT / "roles/vllm_fleet/defaults/main.yml").read_text())
     lab = yaml.safe_load((ROOT / "inventories/lab/group_vars/gpu_nodes/vllm_server.yml").read_text())
-    assert ic.cross.image_tag_version(fleet_defaults["vllm_fleet_vllm_image"]) == fleet_defaults[
-        "vllm_fleet_vllm_version"
-    ]
-    assert (lab["vllm_server_image"], lab["vllm_server_vllm_version"]) == ("vllm-fleet/vllm-cpu:0.32.0", "0.32.0")
+    assert (
+        ic.cross.image_tag_version(fleet_defaults["vllm_fleet_vllm_image"])
+        == fleet_defaults["vllm_fleet_vllm_version"]
+    )
+    assert (lab["vllm_server_image"], lab["vllm_server_vllm_version"]) == (
+        "vllm-fleet/vllm-cpu:0.32.0",
+        "0.32.0",
+    )

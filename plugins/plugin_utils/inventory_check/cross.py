@@ -422,10 +422,10 @@ def check_image_version(view: HostView) -> list[Problem]:
     return [
         Problem(
             "vllm_server_vllm_version",
-            f"{version!r}, but vllm_server_image {image} is tagged {tagged}: the planner would size memory and "
-            "choose flags for a vLLM the host does not run",
-            f'set vllm_server_vllm_version: "{tagged}" beside vllm_server_image in this GPU group\'s group_vars '
-            f"(or an image of vLLM {version})",
+            f"{version!r}, but vllm_server_image {image} is tagged {tagged}: the planner would size "
+            "memory and choose flags for a vLLM the host does not run",
+            f'set vllm_server_vllm_version: "{tagged}" beside vllm_server_image in this GPU group\'s '
+            f"group_vars (or an image of vLLM {version})",
             view.host,
         )
     ]
