@@ -27,6 +27,8 @@ Usage (from the repository root, as root, on the machine's Docker engine):
   benchmarks/upgrade_under_load.py [run] [--clients 4] [--max-tokens 128] [--phases upgrade,never-ready,...]
       [--client openai|http] [--ready-timeout 90] [--hold-after-kill 40]
   benchmarks/upgrade_under_load.py up | down
+  benchmarks/upgrade_under_load.py remove-stuck [--hold-after-kill 30]
+      vllm_server's remove.yml alone against a container Docker cannot stop (a minute, no fleet)
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"
 BACKEND_KEY = "vf-up-bench-backend-0123456789abcdef"  # test-only secrets
 CLIENT_KEY = "vf-up-bench-client-0123456789abcdef"
 GATEWAY_PORT = 8080
+STUCK_NAME = f"{PREFIX}-stuck"
+STUCK_ROOT = f"/srv/{PREFIX}-stuck"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,6 +658,76 @@ def failure_message(output: str) -> str:
     return found
 
 
+REMOVE_PLAYBOOK = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Remove the stuck container as the rollback does
+      ansible.builtin.include_role:
+        name: vllm_fleet.vllm_fleet.vllm_server
+        tasks_from: remove
+      vars:
+        __vllm_server_remove: {name}
+        vllm_server_stop_timeout: 5
+        vllm_server_kill_wait: {kill_wait}
+"""
+
+
+def remove_stuck(env: dict[str, str], hold: float, kill_wait: int) -> int:
+    """vllm_server's remove.yml against a container Docker cannot stop: its PID 1 in D state on the
+    stuck mount, answered ``hold`` seconds after the first SIGKILL. ok: Docker failed, the role waited
+    for the exit and removed the container."""
+    sh("docker", "rm", "-f", STUCK_NAME, check=False)
+    mount = StuckMount(f"{STUCK_ROOT}/.stuck").mount()
+    events: list[str] = []
+    t0 = time.monotonic()
+
+    def note(text: str) -> None:
+        events.append(f"+{time.monotonic() - t0:5.1f} s {text}")
+
+    try:
+        sh("docker", "run", "-d", "--name", STUCK_NAME, "--label", LABEL, "-v", f"{STUCK_ROOT}:{STUCK_ROOT}:ro",
+           "--entrypoint", "/bin/sh", env["VLLM_FLEET_VLLM_IMAGE"], "-c", f"exec cat {STUCK_ROOT}/.stuck/stuck")  # fmt: skip
+        if not wait_for(lambda: mount.held, 30):
+            raise SystemExit("the container never reached the stuck mount")
+        pid = mount.held[0][1]
+        time.sleep(1)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        note(f"PID 1 ({pid}) waits on the mount, state {state}")
+
+        def release() -> None:
+            if wait_for(mount.killed, 600, 0.5):
+                note("SIGKILL pending: Docker is killing it")
+                time.sleep(hold)
+                mount.release()
+                note("the mount answers")
+
+        threading.Thread(target=release, daemon=True).start()
+        with tempfile.TemporaryDirectory() as tmp:
+            book = Path(tmp) / "remove.yml"
+            book.write_text(REMOVE_PLAYBOOK.format(name=STUCK_NAME, kill_wait=kill_wait))
+            start = time.monotonic()
+            run = subprocess.run(["ansible-playbook", str(book)], cwd=REPO, capture_output=True, text=True,
+                                 timeout=900, env={**env, "ANSIBLE_NOCOLOR": "1"})  # fmt: skip
+            note(f"remove.yml ended: rc {run.returncode} after {time.monotonic() - start:.0f} s")
+        said = "did not receive an exit event" in run.stdout + run.stderr
+        left = sh("docker", "ps", "-aq", "--filter", f"name=^{STUCK_NAME}$").strip()
+        for event in events:
+            print(event)
+        print(f"Docker said 'did not receive an exit event': {said}; D state: {state == 'D'}; "
+              f"container left: {bool(left)}")  # fmt: skip
+        ok = run.returncode == 0 and said and state == "D" and not left
+        if not ok:
+            print(run.stdout[-6000:], run.stderr[-2000:])
+        print("result:", "ok" if ok else "FAILED")
+        return 0 if ok else 1
+    finally:
+        mount.unmount()
+        sh("docker", "rm", "-f", STUCK_NAME, check=False)
+        subprocess.run(["rm", "-rf", STUCK_ROOT], check=False)
+
+
 def _workdir(args: argparse.Namespace) -> Path:
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
@@ -744,7 +818,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down"])
+    parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down", "remove-stuck"])
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument(
@@ -775,6 +849,8 @@ def main() -> int:
     if args.action == "run":
         return run(args)
     env = bootstrap_env()
+    if args.action == "remove-stuck":
+        return remove_stuck(env, args.hold_after_kill, 90)
     bench = Bench(env, _workdir(args))
     if args.action == "up":
         bench.up()
