@@ -687,8 +687,9 @@ def remove_stuck(env: dict[str, str], hold: float, kill_wait: int) -> int:
         events.append(f"+{time.monotonic() - t0:5.1f} s {text}")
 
     try:
-        sh("docker", "run", "-d", "--name", STUCK_NAME, "--label", LABEL, "-v", f"{STUCK_ROOT}:{STUCK_ROOT}:ro",
-           "--entrypoint", "/bin/sh", env["VLLM_FLEET_VLLM_IMAGE"], "-c", f"exec cat {STUCK_ROOT}/.stuck/stuck")  # fmt: skip
+        sh("docker", "run", "-d", "--name", STUCK_NAME, "--label", LABEL,
+           "-v", f"{STUCK_ROOT}:{STUCK_ROOT}:ro", "--entrypoint", "/bin/sh", env["VLLM_FLEET_VLLM_IMAGE"],
+           "-c", f"exec cat {STUCK_ROOT}/.stuck/stuck")  # fmt: skip
         if not wait_for(lambda: mount.held, 30):
             raise SystemExit("the container never reached the stuck mount")
         pid = mount.held[0][1]
