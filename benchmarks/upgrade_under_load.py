@@ -574,19 +574,17 @@ class StuckCanary:
         if self._stop.is_set():
             return
         pid = self.mount.held[0][1]
-        time.sleep(1)
-        try:
-            self.d_state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"
-        except OSError:
-            pass
-        self._note(
-            f"the canary's PID 1 ({pid}) waits on the stuck mount, state {'D' if self.d_state else '?'}"
-        )
+        self._note(f"the canary's PID 1 ({pid}) waits on the stuck mount")
         if not wait_for(lambda: self.mount.killed() or self._stop.is_set(), 3600):
             return
         if self._stop.is_set():
             return
-        self._note("SIGKILL pending (Docker is stopping it); the process cannot take it")
+        time.sleep(1)  # the fatal signal turns the wait uninterruptible
+        try:
+            self.d_state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"
+        except OSError:
+            pass
+        self._note(f"SIGKILL pending (Docker is stopping it), state {'D' if self.d_state else '?'}")
         self._stop.wait(15)
         state = sh("docker", "inspect", "-f", "{{.State.Running}}", self.container, check=False).strip()
         self.running_after_kill = state == "true"
@@ -693,13 +691,15 @@ def remove_stuck(env: dict[str, str], hold: float, kill_wait: int) -> int:
         if not wait_for(lambda: mount.held, 30):
             raise SystemExit("the container never reached the stuck mount")
         pid = mount.held[0][1]
-        time.sleep(1)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        note(f"PID 1 ({pid}) waits on the mount, state {state}")
+        note(f"PID 1 ({pid}) waits on the mount")
+        state = "?"
 
         def release() -> None:
+            nonlocal state
             if wait_for(mount.killed, 600, 0.5):
-                note("SIGKILL pending: Docker is killing it")
+                time.sleep(1)  # the fatal signal turns the wait uninterruptible
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                note(f"SIGKILL pending: Docker is killing it; state {state}")
                 time.sleep(hold)
                 mount.release()
                 note("the mount answers")
