@@ -8,10 +8,16 @@ clients (default 4) keep sending completions through the gateway:
   upgrade      playbooks/upgrade.yml moves the three hosts to version B (a second image tag)
   never-ready  a canary whose image never becomes healthy: rolled back, the others keep B
   bad-args     a canary with an argument vLLM rejects: rolled back, the others keep B
+  wont-stop    a canary that hangs in start-up in the kernel (D state, on a FUSE mount that never
+               answers) so that Docker cannot stop it on the restore ("tried to kill container, but
+               did not receive an exit event"); the mount answers a while after the first SIGKILL,
+               the restore waits for the exit, removes it and starts the recorded version
   rollback     playbooks/rollback.yml returns every host to version A
 
 and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
 duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
+The load is the official `openai` client (--client openai, the default: half the threads stream,
+half do not, no client retries) or raw HTTP streams (--client http).
 
 Bounded: each phase's load stops with its playbook (and after 90 minutes); clients only talk to
 loopback or private addresses (the benchmark's own network). Everything it creates is named
@@ -19,7 +25,10 @@ vf-up-bench-* and removed at the end (--keep leaves it up; `down` removes it).
 
 Usage (from the repository root, as root, on the machine's Docker engine):
   benchmarks/upgrade_under_load.py [run] [--clients 4] [--max-tokens 128] [--phases upgrade,never-ready,...]
+      [--client openai|http] [--ready-timeout 90] [--hold-after-kill 40]
   benchmarks/upgrade_under_load.py up | down
+  benchmarks/upgrade_under_load.py remove-stuck [--hold-after-kill 30]
+      vllm_server's remove.yml alone against a container Docker cannot stop (a minute, no fleet)
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stuck_mount import StuckMount, wait_for
+
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "vf-up-bench"
 NETWORK = PREFIX
@@ -50,6 +61,8 @@ REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"
 BACKEND_KEY = "vf-up-bench-backend-0123456789abcdef"  # test-only secrets
 CLIENT_KEY = "vf-up-bench-client-0123456789abcdef"
 GATEWAY_PORT = 8080
+STUCK_NAME = f"{PREFIX}-stuck"
+STUCK_ROOT = f"/srv/{PREFIX}-stuck"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +227,67 @@ class StreamLoad:
         return self.stats
 
 
+class OpenAILoad(StreamLoad):
+    """The official ``openai`` client as a new user runs it: ``clients`` threads, the even ones
+    streaming, the odd ones not, no client retries (a retry would hide a failed request).
+    A streamed completion is ``ok`` when it ends with a chunk carrying its finish_reason (the
+    client reads up to [DONE]); a plain one when it has its text and finish_reason."""
+
+    def __init__(self, url: str, key: str, **kwargs) -> None:
+        super().__init__(url, key, **kwargs)
+        import openai  # the bench's own dependency (bin/bootstrap installs it)
+
+        self.openai = openai
+        self.client = openai.OpenAI(
+            base_url=f"{url.rstrip('/')}/v1", api_key=key, max_retries=0, timeout=self.request_timeout
+        )
+        self.kinds: Counter = Counter()
+        self._n = 0
+        self._kind: dict[int, bool] = {}
+        self.max_tokens = json.loads(self.body)["max_tokens"]
+
+    def one(self, stream: bool | None = None) -> tuple[str, int | None, str | None, float | None]:
+        if stream is None:
+            with self._lock:  # each thread keeps its kind: the first to ask streams, the next does not, ...
+                me = threading.get_ident()
+                if me not in self._kind:
+                    self._kind[me], self._n = self._n % 2 == 0, self._n + 1
+                stream = self._kind[me]
+        start = time.monotonic()
+        first = None
+        args = {"model": "tiny", "prompt": "Hello", "max_tokens": self.max_tokens,
+                "extra_body": {"ignore_eos": True}}  # fmt: skip
+        try:
+            if stream:
+                finish, chunks = None, 0
+                for chunk in self.client.completions.create(stream=True, **args):
+                    if first is None:
+                        first = time.monotonic() - start
+                    chunks += 1
+                    if chunk.choices and chunk.choices[0].finish_reason:
+                        finish = chunk.choices[0].finish_reason
+                outcome = "ok" if chunks and finish else "truncated"
+                return outcome, 200, None if outcome == "ok" else f"stream ended after {chunks} chunks", first
+            reply = self.client.completions.create(**args)
+            first = time.monotonic() - start
+            ok = bool(reply.choices and reply.choices[0].text and reply.choices[0].finish_reason)
+            return (
+                ("ok" if ok else "truncated"),
+                200,
+                None if ok else f"incomplete reply {reply!r:.200}",
+                first,
+            )
+        except self.openai.APIStatusError as exc:
+            return "failed", exc.status_code, f"{type(exc).__name__}: {exc.message:.300}", None
+        except self.openai.APIError as exc:
+            # the connection broke: before the first chunk the request failed, after it was cut
+            outcome = "truncated" if first is not None else "failed"
+            return outcome, 200 if first is not None else None, f"{type(exc).__name__}: {exc}", None
+        finally:
+            with self._lock:
+                self.kinds["stream" if stream else "plain"] += 1
+
+
 # ---------------------------------------------------------------------------------------------
 # The benchmark's fleet: systemd containers on the machine's Docker engine
 
@@ -320,6 +394,12 @@ class Bench:
         self.inventory.write_text(json.dumps(inventory(self.vllm_image), indent=1))
         self.image_b = f"{PREFIX}/vllm-cpu:b"
         self.image_never = f"{PREFIX}/vllm-cpu:never-ready"
+        self.image_stuck = f"{PREFIX}/vllm-cpu:wont-stop"
+        # where the stuck FUSE mount goes: inside the model's revision folder, which the canary's
+        # container binds (the other containers bound it before the mount exists and never see it)
+        self.stuck_path = f"{MODELS_DIR}/lab/tiny/{REVISION}/.stuck"
+        self.load_class: type[StreamLoad] = OpenAILoad
+        self.hold_after_kill = 40.0
         self.logs: dict[str, str] = {}
 
     # -- fleet
@@ -353,11 +433,15 @@ class Bench:
         )  # fmt: skip
         # version B: the same image under a second tag; an image that never becomes ready
         sh("docker", "tag", self.vllm_image, self.image_b)
-        if not sh("docker", "images", "-q", self.image_never).strip():
+        # a start-up that hangs in the kernel: PID 1 reads the stuck mount under the model folder
+        stuck = 'for a in "$@"; do [ -d "$a/.stuck" ] && exec cat "$a/.stuck/stuck"; done; sleep infinity'
+        for image, script in ((self.image_never, "sleep infinity"), (self.image_stuck, stuck)):
+            entrypoint = json.dumps(["/bin/sh", "-c", script, "--"])
+            if sh("docker", "images", "-q", image).strip():
+                continue
             cid = sh("docker", "create", "--label", LABEL, self.vllm_image).strip()
             try:
-                sh("docker", "commit", "--change", 'ENTRYPOINT ["/bin/sh", "-c", "sleep infinity", "--"]',
-                   cid, self.image_never)  # fmt: skip
+                sh("docker", "commit", "--change", f"ENTRYPOINT {entrypoint}", cid, image)
             finally:
                 sh("docker", "rm", cid)
         self.playbook("prepare", "tests/lab/prepare.yml", check=True)
@@ -368,12 +452,17 @@ class Bench:
         self.wait_serving()
 
     def down(self) -> None:
+        # a stuck mount left by an interrupted run would hang rm -rf: detach every mount below first
+        for line in Path("/proc/mounts").read_text().splitlines():
+            target = line.split()[1]
+            if target.startswith(f"/srv/{PREFIX}/"):
+                sh("umount", "-l", target, check=False)
         ids = sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
         ids += sh("docker", "ps", "-aq", "--filter", "label=io.vllm-fleet.test=upgrade-bench").split()
         if ids:
             sh("docker", "rm", "-f", *sorted(set(ids)), check=False)
         sh("docker", "network", "rm", NETWORK, check=False)
-        for image in (self.image_b, self.image_never):
+        for image in (self.image_b, self.image_never, self.image_stuck):
             sh("docker", "rmi", image, check=False)
         sh("rm", "-rf", f"/srv/{PREFIX}", check=False)
 
@@ -431,17 +520,83 @@ class Bench:
     ) -> dict:
         before = self.state()
         self.wait_serving()
-        load = StreamLoad(
+        load = self.load_class(
             self.gateway_url(), CLIENT_KEY, clients=clients, max_tokens=max_tokens, max_seconds=5400
         )
+        stuck = (
+            StuckCanary(self.stuck_path, f"{NODES[0]}-vllm-tiny", self.hold_after_kill)
+            if name == "wont-stop"
+            else None
+        )
+        if stuck:
+            stuck.start()
         load.start()
         time.sleep(5)  # the load is flowing before the playbook starts
         args = ["-e", json.dumps(extra)] if extra else []
-        rc, seconds, output = self.playbook(name, playbook, *args)
+        try:
+            rc, seconds, output = self.playbook(name, playbook, *args)
+        finally:
+            if stuck:
+                stuck.stop()
         time.sleep(5)
         stats = load.stop()
         return {"name": name, "rc": rc, "seconds": seconds, "load": stats, "before": before,
-                "after": self.state(), "output": output}  # fmt: skip
+                "after": self.state(), "output": output, "stuck": stuck,
+                "kinds": dict(getattr(load, "kinds", {}))}  # fmt: skip
+
+
+class StuckCanary:
+    """Watches the canary hang on the stuck mount: when it entered D state, when Docker sent it SIGKILL,
+    whether it still ran after Docker's kill gave up (Docker waits 10 + 2 s for the exit event); answers
+    the mount ``hold`` seconds after the first SIGKILL so that the process can exit."""
+
+    def __init__(self, path: str, container: str, hold: float) -> None:
+        self.mount = StuckMount(path)
+        self.container, self.hold = container, hold
+        self.events: list[str] = []
+        self.d_state = False
+        self.running_after_kill = False
+        self._t0 = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _note(self, text: str) -> None:
+        self.events.append(f"+{time.monotonic() - self._t0:.0f} s {text}")
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self.mount.mount()
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if not wait_for(lambda: self.mount.held or self._stop.is_set(), 3600):
+            return
+        if self._stop.is_set():
+            return
+        pid = self.mount.held[0][1]
+        self._note(f"the canary's PID 1 ({pid}) waits on the stuck mount")
+        if not wait_for(lambda: self.mount.killed() or self._stop.is_set(), 3600):
+            return
+        if self._stop.is_set():
+            return
+        time.sleep(1)  # the fatal signal turns the wait uninterruptible
+        try:
+            self.d_state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"
+        except OSError:
+            pass
+        self._note(f"SIGKILL pending (Docker is stopping it), state {'D' if self.d_state else '?'}")
+        self._stop.wait(15)
+        state = sh("docker", "inspect", "-f", "{{.State.Running}}", self.container, check=False).strip()
+        self.running_after_kill = state == "true"
+        self._note(f"15 s after SIGKILL: running {state}")
+        self._stop.wait(max(0.0, self.hold - 15))
+        self.mount.release()
+        self._note("the mount answers: the process takes its SIGKILL and exits")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.mount.unmount()
 
 
 def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
@@ -482,6 +637,13 @@ def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
         for node in NODES[1:]:
             if after[node]["started"] != before[node]["started"]:
                 problems.append(f"{node} was touched (its container restarted)")
+    stuck = result.get("stuck")
+    if stuck is not None:
+        # the scenario must be the real one: a process in D state Docker's kill could not end
+        if not stuck.d_state:
+            problems.append("the canary never hung in the kernel (D state) on the stuck mount")
+        if not stuck.running_after_kill:
+            problems.append("Docker's SIGKILL ended the canary: the container was stoppable after all")
     return problems
 
 
@@ -492,6 +654,79 @@ def failure_message(output: str) -> str:
         if line.startswith("[ERROR]: Task failed: Action failed: ") and "failed at" in line:
             found = line.split("Action failed: ", 1)[1]
     return found
+
+
+REMOVE_PLAYBOOK = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Remove the stuck container as the rollback does
+      ansible.builtin.include_role:
+        name: vllm_fleet.vllm_fleet.vllm_server
+        tasks_from: remove
+      vars:
+        __vllm_server_remove: {name}
+        vllm_server_stop_timeout: 5
+        vllm_server_kill_wait: {kill_wait}
+"""
+
+
+def remove_stuck(env: dict[str, str], hold: float, kill_wait: int) -> int:
+    """vllm_server's remove.yml against a container Docker cannot stop: its PID 1 in D state on the
+    stuck mount, answered ``hold`` seconds after the first SIGKILL. ok: Docker failed, the role waited
+    for the exit and removed the container."""
+    sh("docker", "rm", "-f", STUCK_NAME, check=False)
+    mount = StuckMount(f"{STUCK_ROOT}/.stuck").mount()
+    events: list[str] = []
+    t0 = time.monotonic()
+
+    def note(text: str) -> None:
+        events.append(f"+{time.monotonic() - t0:5.1f} s {text}")
+
+    try:
+        sh("docker", "run", "-d", "--name", STUCK_NAME, "--label", LABEL,
+           "-v", f"{STUCK_ROOT}:{STUCK_ROOT}:ro", "--entrypoint", "/bin/sh", env["VLLM_FLEET_VLLM_IMAGE"],
+           "-c", f"exec cat {STUCK_ROOT}/.stuck/stuck")  # fmt: skip
+        if not wait_for(lambda: mount.held, 30):
+            raise SystemExit("the container never reached the stuck mount")
+        pid = mount.held[0][1]
+        note(f"PID 1 ({pid}) waits on the mount")
+        state = "?"
+
+        def release() -> None:
+            nonlocal state
+            if wait_for(mount.killed, 600, 0.5):
+                time.sleep(1)  # the fatal signal turns the wait uninterruptible
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                note(f"SIGKILL pending: Docker is killing it; state {state}")
+                time.sleep(hold)
+                mount.release()
+                note("the mount answers")
+
+        threading.Thread(target=release, daemon=True).start()
+        with tempfile.TemporaryDirectory() as tmp:
+            book = Path(tmp) / "remove.yml"
+            book.write_text(REMOVE_PLAYBOOK.format(name=STUCK_NAME, kill_wait=kill_wait))
+            start = time.monotonic()
+            run = subprocess.run(["ansible-playbook", str(book)], cwd=REPO, capture_output=True, text=True,
+                                 timeout=900, env={**env, "ANSIBLE_NOCOLOR": "1"})  # fmt: skip
+            note(f"remove.yml ended: rc {run.returncode} after {time.monotonic() - start:.0f} s")
+        said = "did not receive an exit event" in run.stdout + run.stderr
+        left = sh("docker", "ps", "-aq", "--filter", f"name=^{STUCK_NAME}$").strip()
+        for event in events:
+            print(event)
+        print(f"Docker said 'did not receive an exit event': {said}; D state: {state == 'D'}; "
+              f"container left: {bool(left)}")  # fmt: skip
+        ok = run.returncode == 0 and said and state == "D" and not left
+        if not ok:
+            print(run.stdout[-6000:], run.stderr[-2000:])
+        print("result:", "ok" if ok else "FAILED")
+        return 0 if ok else 1
+    finally:
+        mount.unmount()
+        sh("docker", "rm", "-f", STUCK_NAME, check=False)
+        subprocess.run(["rm", "-rf", STUCK_ROOT], check=False)
 
 
 def _workdir(args: argparse.Namespace) -> Path:
@@ -505,6 +740,8 @@ def run(args: argparse.Namespace) -> int:
     env = bootstrap_env()
     workdir = _workdir(args)
     bench = Bench(env, workdir)
+    bench.load_class = OpenAILoad if args.client == "openai" else StreamLoad
+    bench.hold_after_kill = args.hold_after_kill
     image_a = bench.vllm_image
     print(f"upgrade under load: logs in {workdir}", flush=True)
     t0 = time.monotonic()
@@ -516,8 +753,8 @@ def run(args: argparse.Namespace) -> int:
             f"fleet up (gateway + {len(NODES)} nodes, version A) in {time.monotonic() - t0:.0f} s", flush=True
         )
         small = {
-            "vllm_server_ready_timeout_base": 90,
-            "vllm_server_ready_timeout_max": 90,
+            "vllm_server_ready_timeout_base": args.ready_timeout,
+            "vllm_server_ready_timeout_max": args.ready_timeout,
             "fleet_rollout_gate_timeout": 30,
         }
         models_b = inventory(image_a)["all"]["children"]["gpu_nodes"]["vars"]["vllm_server_models"]
@@ -529,6 +766,7 @@ def run(args: argparse.Namespace) -> int:
                 "playbooks/upgrade.yml",
                 {"vllm_server_image": bench.image_b, "vllm_server_models": bad_args},
             ),
+            "wont-stop": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_stuck, **small}),
             "rollback": ("playbooks/rollback.yml", None),
         }
         for name in args.phases.split(","):
@@ -541,6 +779,13 @@ def run(args: argparse.Namespace) -> int:
                 f"    rc {result['rc']}, {result['seconds']:.0f} s; load: {result['load'].summary()}",
                 flush=True,
             )
+            if result["kinds"]:
+                print(f"    requests by kind: {result['kinds']}", flush=True)
+            if result["stuck"] is not None:
+                for event in result["stuck"].events:
+                    print(f"    canary: {event}", flush=True)
+                said = "did not receive an exit event" in result["output"]
+                print(f"    Docker said 'did not receive an exit event' in the rollout: {said}", flush=True)
             if name not in ("upgrade", "rollback"):
                 print(f"    message: {failure_message(result['output'])}", flush=True)
             for error in result["load"].errors:
@@ -562,7 +807,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r['name']:<12} {r['rc']:>3} {r['seconds']:>8.0f} {stats.sent:>6} {stats.failed:>6} "
               f"{stats.truncated:>9}  {checks}")  # fmt: skip
     print(
-        f"total {time.monotonic() - t0:.0f} s; {args.clients} streaming clients, max_tokens {args.max_tokens}"
+        f"total {time.monotonic() - t0:.0f} s; {args.clients} {args.client} clients"
+        f"{' (half streaming, half not, no retries)' if args.client == 'openai' else ' (streaming)'}, "
+        f"max_tokens {args.max_tokens}"
     )
     print("result:", "FAILED" if failed else "0 failed, 0 truncated in every phase; every check passed")
     return 1 if failed else 0
@@ -572,7 +819,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down"])
+    parser.add_argument("action", nargs="?", default="run", choices=["run", "up", "down", "remove-stuck"])
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument(
@@ -581,13 +828,30 @@ def main() -> int:
         default=1.0,
         help="seconds each client waits between requests (the CPU is shared)",
     )
-    parser.add_argument("--phases", default="upgrade,never-ready,bad-args,rollback")
+    parser.add_argument("--phases", default="upgrade,never-ready,bad-args,wont-stop,rollback")
+    parser.add_argument(
+        "--client",
+        choices=["openai", "http"],
+        default="openai",
+        help="the load: the official openai client (streaming and plain threads) or raw HTTP streams",
+    )
+    parser.add_argument(
+        "--ready-timeout", type=int, default=90, help="the readiness timeout of the bad canaries (seconds)"
+    )
+    parser.add_argument(
+        "--hold-after-kill",
+        type=float,
+        default=40.0,
+        help="wont-stop: seconds the canary stays unkillable after the first SIGKILL",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the fleet up after the run")
     parser.add_argument("--workdir", help="where the inventory and logs go (default: a new temporary folder)")
     args = parser.parse_args()
     if args.action == "run":
         return run(args)
     env = bootstrap_env()
+    if args.action == "remove-stuck":
+        return remove_stuck(env, args.hold_after_kill, 90)
     bench = Bench(env, _workdir(args))
     if args.action == "up":
         bench.up()

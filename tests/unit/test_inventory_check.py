@@ -266,3 +266,53 @@ def test_a_bad_adapter_is_one_line_naming_the_variable_and_the_fix(adapter, weig
     assert words in found[0].fix
     if variable.endswith(".name"):
         assert "did you mean m-sql?" in found[0].what
+
+
+@pytest.mark.parametrize(
+    ("image", "version"),
+    [
+        ("vllm/vllm-openai:v0.34.0", "0.34.0"),
+        ("registry.local:5000/vllm/vllm-openai:0.32.0-cu129", "0.32.0"),
+        ("vllm-fleet/vllm-cpu:0.32.0", "0.32.0"),
+        ("registry.local:5000/vllm", None),
+        ("vllm/vllm-openai:latest", None),
+        ("vllm/vllm-openai@sha256:" + "a" * 64, None),
+        ("vllm/vllm-openai:build-2026.12.04", None),
+    ],
+)
+def test_the_release_an_image_tag_names(image, version):
+    assert ic.cross.image_tag_version(image) == version
+
+
+def test_a_gpu_group_whose_image_tag_disagrees_with_its_version_is_reported():
+    hosts = fleet(
+        g1={"vllm_server_image": "vllm/vllm-openai:v0.32.0", "vllm_server_vllm_version": "0.34.0"},
+        g2={"vllm_server_image": "vllm/vllm-openai:v0.32.0", "vllm_server_vllm_version": "0.32.0"},
+    )
+    found = [p for p in check(hosts, GROUPS, CHILDREN, CAT) if p.variable == "vllm_server_vllm_version"]
+    assert [p.host for p in found] == ["g1"]
+    assert "tagged 0.32.0" in found[0].what and 'vllm_server_vllm_version: "0.32.0"' in found[0].fix
+
+
+def test_a_group_image_without_its_version_is_held_to_the_fleet_version():
+    # the group names an image of another release but keeps the fleet's (default) version
+    hosts = fleet(g1={"vllm_server_image": "vllm/vllm-openai:v0.31.0"})
+    found = [(p.host, p.variable) for p in check(hosts, GROUPS, CHILDREN, CAT)]
+    assert found == [("g1", "vllm_server_vllm_version")]
+    # the fleet's own defaults agree with each other, and so does an untagged build
+    assert problems(fleet(g1={"vllm_server_image": "local/vllm:canary"})) == []
+
+
+def test_the_lab_pins_its_cpu_build_apart_from_the_fleet_default():
+    import yaml
+
+    fleet_defaults = yaml.safe_load((ROOT / "roles/vllm_fleet/defaults/main.yml").read_text())
+    lab = yaml.safe_load((ROOT / "inventories/lab/group_vars/gpu_nodes/vllm_server.yml").read_text())
+    assert (
+        ic.cross.image_tag_version(fleet_defaults["vllm_fleet_vllm_image"])
+        == fleet_defaults["vllm_fleet_vllm_version"]
+    )
+    assert (lab["vllm_server_image"], lab["vllm_server_vllm_version"]) == (
+        "vllm-fleet/vllm-cpu:0.32.0",
+        "0.32.0",
+    )

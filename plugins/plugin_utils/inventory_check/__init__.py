@@ -21,6 +21,7 @@ from .cross import (
     check_backend_key,
     check_gateway,
     check_groups,
+    check_image_version,
     check_ports,
     check_served,
     check_weights,
@@ -86,6 +87,7 @@ def check_inventory(
             problems += check_weights(view)
         if "gpu_nodes" in member_of:
             problems += check_served(view)
+            problems += check_image_version(view)
         problems += check_ports(view, member_of)
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)

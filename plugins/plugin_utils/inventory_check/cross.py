@@ -441,6 +441,48 @@ def _check_adapters(
     return problems
 
 
+# a release number in an image tag: v0.34.0, 0.32.0, 0.34.0-cu129 (not 1.0.34.0 or a date)
+_TAG_VERSION = re.compile(r"(?<![0-9.])v?([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3})(?![0-9]|\.[0-9])")
+
+
+def image_tag_version(image: str) -> str | None:
+    """The vLLM release an image reference's tag names (``vllm/vllm-openai:v0.34.0`` -> ``0.34.0``), or
+    None when the tag names none (``latest``, a digest, a build name)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon <= slash:
+        return None
+    found = _TAG_VERSION.search(name[colon + 1 :])
+    return found.group(1) if found else None
+
+
+def check_image_version(view: HostView) -> list[Problem]:
+    """The planner sizes memory for vllm_server_vllm_version, the host runs vllm_server_image: a tag
+    naming another release means plans (and flags) made for a vLLM the host does not run."""
+    image = view.get("vllm_server_image")
+    if isinstance(image, Unresolved) and not image.undefined:
+        image = view.get("vllm_fleet_vllm_image")
+    version = view.get("vllm_server_vllm_version")
+    if isinstance(version, Unresolved) and not version.undefined:
+        version = view.get("vllm_fleet_vllm_version")
+    if not isinstance(image, str) or not isinstance(version, str):
+        return []
+    tagged = image_tag_version(image)
+    if tagged is None or tagged == version.strip().lstrip("v"):
+        return []
+    return [
+        Problem(
+            "vllm_server_vllm_version",
+            f"{version!r}, but vllm_server_image {image} is tagged {tagged}: the planner would size "
+            "memory and choose flags for a vLLM the host does not run",
+            f'set vllm_server_vllm_version: "{tagged}" beside vllm_server_image in this GPU group\'s '
+            f"group_vars (or an image of vLLM {version})",
+            view.host,
+        )
+    ]
+
+
 def check_ports(view: HostView, groups_of_host: Sequence[str]) -> list[Problem]:
     """Ports that two services of this host would both listen on."""
     used: list[tuple[int, str]] = []
