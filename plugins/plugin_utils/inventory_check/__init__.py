@@ -4,6 +4,7 @@
 - ``names``: unknown and removed variables, with the closest known name (``check_names``)
 - ``argspec``: types, choices, required and unknown sub-options, as Ansible validates them (``check_option``)
 - ``cross``: across roles: served models fetched, keys and tiers, hubs and revisions, groups, ports
+- ``mig``: models served on MIG instances: the selection, tensor parallelism 1, the ports they take
 - ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
 - ``sources``: which inventory file sets a variable, so each problem names the file to edit once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
@@ -24,6 +25,7 @@ from .cross import (
     check_served,
     check_weights,
 )
+from .mig import check_mig
 from .names import check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
@@ -82,6 +84,7 @@ def check_inventory(
             problems += check_weights(view)
         if "gpu_nodes" in member_of:
             problems += check_served(view)
+            problems += check_mig(view, (gpu_facts or {}).get(host))
         problems += check_ports(view, member_of)
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)

@@ -158,13 +158,26 @@ def mig_gpu_spec(target: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _without_gpu_count_fixes(error: str) -> str:
+    """A planner error less the fixes that add GPUs or nodes: a MIG server has exactly one instance."""
+    head, sep, fixes = error.rpartition(" Fix: ")
+    if not sep:
+        return error
+    kept = [
+        alt.strip().rstrip(".")
+        for alt in fixes.split("; or ")
+        if "tensor_parallel_size" not in alt and "pipeline_parallel_size" not in alt and "nodes" not in alt
+    ]
+    return f"{head} Fix: {'; or '.join(kept)}." if kept else head
+
+
 def mig_refusal(target: Mapping[str, Any], model: str, errors: Any) -> str:
     """One line: why ``model`` cannot be served on this instance, and the fix."""
-    text = " ".join(str(e) for e in errors) if isinstance(errors, list | tuple) else str(errors or "")
+    items = errors if isinstance(errors, list | tuple) else [errors or ""]
+    text = " ".join(_without_gpu_count_fixes(str(e)) for e in items)
     gib = int(target.get("memory_total_mib") or 0) / 1024
     return (
         f"{model} does not fit MIG {target.get('profile')} (GPU {target.get('gpu')} instance "
-        f"{target.get('gpu_instance_id')}, {gib:.1f} GiB): {text} Fix: serve it on larger instances "
-        f"(vllm_server_models[{model}].mig: [<larger profile>]), lower its overrides (max_model_len, "
-        "quantization), or serve it on whole GPUs (drop mig)"
+        f"{target.get('gpu_instance_id')}, {gib:.1f} GiB): {text} Or serve it on larger instances "
+        f"(vllm_server_models[{model}].mig: [<larger profile>]) or on whole GPUs (drop mig)."
     )
