@@ -1,4 +1,4 @@
-"""One CPU vLLM per simulated MIG instance, deployed by the real roles, served directly and through the gateway."""
+"""One CPU vLLM per simulated MIG instance, deployed by the real roles, asked directly and via the gateway."""
 
 from __future__ import annotations
 
