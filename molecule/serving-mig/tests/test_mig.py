@@ -15,12 +15,11 @@ def _fact(host) -> dict:
     return json.loads(host.file("/etc/ansible/facts.d/vllm_fleet.fact").content_string)
 
 
-def _specs(*extra: str) -> dict[str, dict]:
-    result = run_playbook("molecule/serving-mig/specs.yml", *extra)
+def _specs(tmp_path, *extra: str) -> dict[str, dict]:
+    out = tmp_path / "specs.json"
+    result = run_playbook("molecule/serving-mig/specs.yml", "-e", f"vf_mig_specs_file={out}", *extra)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    match = re.search(r'"msg": "VF-SPECS (.*)"\s*$', result.stdout, re.M)
-    assert match, result.stdout[-4000:]
-    return {s["key"]: s for s in json.loads(json.loads(f'"{match.group(1)}"'))}
+    return {s["key"]: s for s in json.loads(out.read_text())}
 
 
 def test_one_container_per_instance_with_its_port_and_device(host, engine):
@@ -54,8 +53,10 @@ def test_the_fact_records_each_instance(host):
         ("cdi", lambda i: [{"driver": "cdi", "device_ids": [f"nvidia.com/gpu=0:{i['device']}"]}]),
     ],
 )
-def test_device_requests_name_each_instance(host, driver, expected):
-    specs = _specs("-e", "vllm_server_gpu_requests=true", "-e", f"vllm_server_gpu_request_driver={driver}")
+def test_device_requests_name_each_instance(host, tmp_path, driver, expected):
+    specs = _specs(
+        tmp_path, "-e", "vllm_server_gpu_requests=true", "-e", f"vllm_server_gpu_request_driver={driver}"
+    )
     assert sorted(specs) == sorted(INSTANCES)
     for key, inst in INSTANCES.items():
         assert specs[key]["device_requests"] == expected(inst)
