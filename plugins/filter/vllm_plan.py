@@ -2,6 +2,8 @@
 
 vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
 vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared, gpus)                     planner GPU dict from facts
+vllm_fleet_mig_gpu_spec(mig_target)                                           planner GPU dict, MIG instance
+vllm_fleet_mig_refusal(mig_target, model, errors)                             why a model misses an instance
 vllm_fleet_plan_options(vllm_version, group_options, model_options, model_name) one model's planner options
 """
 
@@ -11,6 +13,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import mig
 
 
 def _short(value: Any) -> str:
@@ -55,6 +58,19 @@ def vllm_fleet_gpu_spec(
         raise AnsibleFilterError(f"vllm_fleet_gpu_spec: {exc} (value={_short(nvidia_gpu_facts)})") from exc
 
 
+def vllm_fleet_mig_gpu_spec(mig_target: Any) -> dict[str, Any]:
+    """The planner's gpu dict of one MIG GPU instance; see vllm_fleet_mig_gpu_spec.yml."""
+    try:
+        return mig.mig_gpu_spec(mig_target)
+    except (vllm_planner.PlanInputError, TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError(f"vllm_fleet_mig_gpu_spec: {exc} (value={_short(mig_target)})") from exc
+
+
+def vllm_fleet_mig_refusal(mig_target: Any, model: Any, errors: Any = None) -> str:
+    """One line: why a model does not fit a MIG instance, and the fix; see vllm_fleet_mig_refusal.yml."""
+    return mig.mig_refusal(mig_target, str(model), errors)
+
+
 def vllm_fleet_plan_options(
     vllm_version: Any, group_options: Any = None, model_options: Any = None, model_name: Any = None
 ) -> dict[str, Any]:
@@ -75,5 +91,7 @@ class FilterModule:
         return {
             "vllm_fleet_plan": vllm_fleet_plan,
             "vllm_fleet_gpu_spec": vllm_fleet_gpu_spec,
+            "vllm_fleet_mig_gpu_spec": vllm_fleet_mig_gpu_spec,
+            "vllm_fleet_mig_refusal": vllm_fleet_mig_refusal,
             "vllm_fleet_plan_options": vllm_fleet_plan_options,
         }

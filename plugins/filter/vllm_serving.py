@@ -5,6 +5,8 @@ vllm_serving_command(path, name, host, port, planned_args, extra_args, stop_time
                                                  the `vllm serve` arguments
 vllm_serving_hash(value)                         short stable sha256 of any data (the args hash)
 vllm_serving_gpu_sets(requests, gpu_count)       disjoint GPU sets for the models of one host
+vllm_serving_units(models, nvidia_gpu_facts)     one container per model, one per MIG instance with `mig`
+vllm_serving_mig_device_requests(target, driver) Docker device requests for one MIG instance
 vllm_serving_ready_timeout(weights_bytes, base, per_gib, maximum)  readiness timeout in seconds
 vllm_serving_plan_summary(plan)                  the planner figures kept in the local fact
 vllm_serving_kv_cache(log_text)                  KV-cache figures vLLM printed at its last start
@@ -37,6 +39,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     fleet,
     gateway,
     lora,
+    mig,
 )
 
 
@@ -48,6 +51,8 @@ class FilterModule:
             "vllm_serving_command": deploy.vllm_command,
             "vllm_serving_hash": deploy.stable_hash,
             "vllm_serving_gpu_sets": deploy.assign_gpu_sets,
+            "vllm_serving_units": mig.serving_units,
+            "vllm_serving_mig_device_requests": mig.mig_device_requests,
             "vllm_serving_ready_timeout": deploy.readiness_timeout,
             "vllm_serving_plan_summary": deploy.plan_summary,
             "vllm_serving_update_fact": deploy.update_deployments,

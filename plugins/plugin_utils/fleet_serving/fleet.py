@@ -17,6 +17,7 @@ from typing import Any
 
 from .deploy import ServingError
 from .groups import membership
+from .mig import serving_units
 
 
 def _get(mapping: Any, *keys: str) -> Any:
@@ -97,6 +98,10 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
     from the recorded deployment of that name when there is one (what runs), else the
     declared port on :func:`vllm_address` (``image``/``vllm_version`` then ""). Entries
     that are not ``{name, port}`` mappings are passed on unchanged for the caller's checks.
+
+    A model served on MIG instances (``mig``) has one entry per instance (``key``
+    ``<name>@gpu0-gi2``): its recorded containers, else the ports it will take on the instances
+    the host's GPU facts show (the declared port alone when they are not known).
     """
     if models is None:
         models = hvars.get("vllm_server_models")
@@ -116,33 +121,58 @@ def endpoints(hvars: Mapping[str, Any], models: Any = None, host: str = "") -> l
         if not isinstance(model, Mapping) or not model.get("name") or "port" not in model:
             out.append(model)
             continue
-        entry = {**model}
-        record = records.get(str(model["name"]))
-        if record and _text(record.get("listen_address")) and _text(record.get("port")):
-            address, port = _text(record["listen_address"]), record["port"]
-            entry.update(
-                address=address,
-                port=int(port),
-                url=_text(record.get("url")) or _url(address, int(port)),
-                image=_text(record.get("image")),
-                vllm_version=_text(record.get("vllm_version")),
-                recorded=True,
-            )
+        if model.get("mig") not in (None, "", []):
+            out += [_endpoint(unit, records, default_address) for unit in _mig_units(hvars, model, records)]
         else:
-            try:
-                port = int(model["port"])
-            except (TypeError, ValueError):
-                port = model["port"]
-            entry.update(
-                address=default_address,
-                port=port,
-                url=_url(default_address, port) if default_address and isinstance(port, int) else "",
-                image="",
-                vllm_version="",
-                recorded=False,
-            )
-        entry["server"] = server(entry["address"], entry["port"]) if entry["address"] else ""
-        if member:
-            entry["group"] = member[0].name
-        out.append(entry)
+            out.append(_endpoint(model, records, default_address))
+    if member:
+        for entry in out:
+            if isinstance(entry, dict) and "server" in entry:
+                entry["group"] = member[0].name
     return out
+
+
+def _mig_units(hvars: Mapping[str, Any], model: Mapping[str, Any], records: Mapping[str, Any]) -> list[Any]:
+    """The units of a MIG model: recorded ones, else those the GPU facts give, else the model itself."""
+    name = str(model["name"])
+    keys = sorted(k for k, r in records.items() if k.startswith(f"{name}@") and _text(r.get("name")) == name)
+    if keys:
+        return [{**model, "key": key} for key in keys]
+    facts = _get(hvars, "ansible_facts", "nvidia_gpu")
+    if isinstance(facts, Mapping) and facts.get("gpus"):
+        try:
+            return serving_units([model], facts)
+        except ServingError:
+            pass  # the deployment names the problem; until then the declared port stands for the model
+    return [{**model, "key": name}]
+
+
+def _endpoint(model: Mapping[str, Any], records: Mapping[str, Any], default_address: str) -> dict[str, Any]:
+    """One endpoint: where the recorded unit of that key listens, else the declared port."""
+    entry = {k: v for k, v in model.items() if k not in ("mig_target", "model_index")}
+    record = records.get(str(model.get("key") or model["name"]))
+    if record and _text(record.get("listen_address")) and _text(record.get("port")):
+        address, port = _text(record["listen_address"]), record["port"]
+        entry.update(
+            address=address,
+            port=int(port),
+            url=_text(record.get("url")) or _url(address, int(port)),
+            image=_text(record.get("image")),
+            vllm_version=_text(record.get("vllm_version")),
+            recorded=True,
+        )
+    else:
+        try:
+            port = int(model["port"])
+        except (TypeError, ValueError):
+            port = model["port"]
+        entry.update(
+            address=default_address,
+            port=port,
+            url=_url(default_address, port) if default_address and isinstance(port, int) else "",
+            image="",
+            vllm_version="",
+            recorded=False,
+        )
+    entry["server"] = server(entry["address"], entry["port"]) if entry["address"] else ""
+    return entry

@@ -5,6 +5,7 @@
 - ``argspec``: types, choices, required and unknown sub-options, as Ansible validates them (``check_option``)
 - ``cross``: across roles: served models fetched, keys and tiers, hubs and revisions, groups, ports
 - ``serving_groups``: the hosts that serve one replica together agree (models, GPUs, rendezvous address)
+- ``mig``: models served on MIG instances: the selection, tensor parallelism 1, the ports they take
 - ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
 - ``sources``: which inventory file sets a variable, so each problem names the file to edit once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
@@ -26,6 +27,7 @@ from .cross import (
     check_served,
     check_weights,
 )
+from .mig import check_mig
 from .names import check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
@@ -88,6 +90,7 @@ def check_inventory(
         if "gpu_nodes" in member_of:
             problems += check_served(view)
             problems += check_image_version(view)
+            problems += check_mig(view, (gpu_facts or {}).get(host))
         problems += check_ports(view, member_of)
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)

@@ -9,7 +9,7 @@ from typing import Any
 from .errors import GIB, MIB, PlanInputError
 
 # Keys of `gpu_spec_from_facts` output that describe the host but do not change the plan.
-INFORMATIONAL_KEYS = ("mixed", "models", "excluded")
+INFORMATIONAL_KEYS = ("mixed", "models", "excluded", "mig")
 # Data-centre Blackwell parts (SM 10.x): larger CUDA-graph capture range and MLA block size 128.
 _BLACKWELL_DC_MAJOR = 10
 
@@ -291,8 +291,9 @@ def gpu_spec_from_facts(
     if not usable:
         raise PlanInputError(
             f"{_index_ranges([e.get('index') for e in selected])} in MIG mode: vLLM is planned on whole "
-            "GPUs; disable MIG there (nvidia-smi -i N -mig 0, then reset the GPU) or leave these GPUs "
-            "out of the model's gpus (vllm_server_models[].gpus)"
+            "GPUs here; serve the model on the MIG instances (vllm_server_models[].mig: all, or a list of "
+            "profiles/MIG UUIDs), disable MIG (nvidia-smi -i N -mig 0, then reset the GPU) or leave these "
+            "GPUs out of the model's gpus (vllm_server_models[].gpus)"
         )
     if len(usable) > 1:
         kinds = "; ".join(
