@@ -131,4 +131,3 @@ def mig_device_requests(target: Mapping[str, Any], driver: str = "nvidia") -> li
         name = f"nvidia.com/gpu={target.get('gpu')}:{target.get('mig_device')}"
         return [{"driver": "cdi", "device_ids": [name]}]
     raise ServingError(f"vllm_server_gpu_request_driver must be nvidia or cdi, got {driver!r}")
-

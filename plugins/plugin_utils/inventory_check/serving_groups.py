@@ -17,7 +17,7 @@ def _models(view: HostView) -> list[tuple[Any, Any]]:
     if not isinstance(models, list):
         return []
     return sorted(
-        ((m.get("name"), m.get("port")) for m in models if isinstance(m, Mapping)), key=lambda m: str(m)
+        ((m.get("name"), m.get("port")) for m in models if isinstance(m, Mapping)), key=str
     )
 
 

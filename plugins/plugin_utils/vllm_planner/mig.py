@@ -124,7 +124,7 @@ def mig_targets(facts: Mapping[str, Any], selection: Any, gpus: Any = None) -> l
                     f"({hit['profile']}) a second time. Fix: list each instance once"
                 )
             chosen.append(hit)
-    return sorted(chosen, key=lambda t: pool.index(t))
+    return sorted(chosen, key=pool.index)
 
 
 def mig_gpu_spec(target: Mapping[str, Any]) -> dict[str, Any]:
