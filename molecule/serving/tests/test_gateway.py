@@ -224,8 +224,11 @@ def test_gateway_config_is_streaming_safe(host):
     conf = host.file("/etc/nginx/vllm-fleet/upstreams.conf").content_string
     assert "keepalive 64;" in conf
     assert "keepalive_timeout 4s;" in conf  # below vLLM's 5 s: never a POST on a connection vLLM is closing
-    # every host is also a never-failed backup, so the last live one is not taken out by passive marking
-    assert len(re.findall(r"^\s*server \S+ max_fails=0 backup;\s*# host=", conf, re.M)) == 1
+    # every host is also a never-failed backup in each upstream (the model's and each LoRA adapter's),
+    # so the last live one is not taken out by passive marking
+    upstreams = re.findall(r"^upstream \S+ \{", conf, re.M)
+    assert len(upstreams) == 3  # tiny, tiny-lora-a, tiny-lora-b
+    assert len(re.findall(r"^\s*server \S+ max_fails=0 backup;\s*# host=", conf, re.M)) == len(upstreams)
     host.run_expect([0], "nginx -t -q")
 
 
@@ -248,8 +251,9 @@ def test_drain_holds_across_gateway_runs_and_undrain_restores(host, gateway_url,
         assert again.returncode == 0, explain(again)
         recap = [line for line in again.stdout.splitlines() if line.startswith(GATEWAY)]
         assert recap and "changed=0" in recap[0], recap
-        # the host's line and its backup line
-        assert host.file("/etc/nginx/vllm-fleet/upstreams.conf").content_string.count(" down;") == 2
+        # the host's line and its backup line, in the model's upstream and in each adapter's
+        conf = host.file("/etc/nginx/vllm-fleet/upstreams.conf").content_string
+        assert conf.count(" down;") == 2 * len(re.findall(r"^upstream \S+ \{", conf, re.M)) == 6
     finally:
         undrained = run_playbook("molecule/serving/drain.yml", "-e", "vf_serve_action=undrain")
     assert undrained.returncode == 0, explain(undrained)
