@@ -13,11 +13,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tools import ansible_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "fleet" / "model.yml"
@@ -86,21 +86,10 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
     inventory_file = out / "inventory.json"
     inventory_file.write_text(json.dumps(inventory))
-    env = dict(
-        os.environ,
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_CACHE_PLUGIN="memory",  # keep the stand-in facts out of the project's fact cache
-    )
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory_file), str(PLAYBOOK), "-e", f"fleet_model_out={out}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    # the venv's ansible-playbook, whichever interpreter runs the tests
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    proc = ansible_run.run_playbook(
+        PLAYBOOK, inventory_file, "-e", f"fleet_model_out={out}", timeout=600, PATH=path
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     return json.loads((out / "found.json").read_text())

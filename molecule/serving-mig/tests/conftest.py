@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from tools import ansible_run
 
-REPO = Path(__file__).resolve().parents[3]
 GATEWAY = "vf-mig-gateway"
 GPU = "vf-mig-gpu1"
 NET = "vf-mig-internal"
@@ -38,18 +36,8 @@ def ip_on(engine: docker.DockerClient, container: str) -> str:
     return engine.api.inspect_container(container)["NetworkSettings"]["Networks"][NET]["IPAddress"]
 
 
-def inventory_path() -> str:
-    return os.environ.get("MOLECULE_INVENTORY_FILE") or str(
-        Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    )
-
-
 def inventory_vars(group: str) -> dict[str, Any]:
-    out = subprocess.run(
-        ["ansible-inventory", "-i", inventory_path(), "--list"], check=True, capture_output=True, text=True
-    ).stdout
-    data = json.loads(out)
-    return data["_meta"]["hostvars"][data[group]["hosts"][0]]
+    return ansible_run.inventory_vars(group, ansible_run.molecule_inventory())
 
 
 @pytest.fixture(scope="session")
@@ -77,18 +65,4 @@ def call(url: str, key: str, body: dict | None = None, timeout: float = 120) -> 
 
 
 def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
-    return subprocess.run(
-        ["ansible-playbook", "-i", inventory_path(), str(REPO / playbook), *extra],
-        env=env,
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return ansible_run.run_playbook(playbook, ansible_run.molecule_inventory(), *extra)

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from tools import ansible_run
 
-REPO = Path(__file__).resolve().parents[3]
 GATEWAY = "vf-serve-gateway"
 GPU = "vf-serve-gpu1"
 VLLM = "vf-serve-gpu1-vllm-tiny"
@@ -47,18 +45,7 @@ def vllm_url(engine: docker.DockerClient) -> str:
 
 def inventory_vars(group: str) -> dict[str, Any]:
     """Group variables of the scenario's inventory (literal values only)."""
-    out = subprocess.run(
-        ["ansible-inventory", "-i", inventory_path(), "--list"], check=True, capture_output=True, text=True
-    ).stdout
-    data = json.loads(out)
-    host = data[group]["hosts"][0]
-    return data["_meta"]["hostvars"][host]
-
-
-def inventory_path() -> str:
-    return os.environ.get("MOLECULE_INVENTORY_FILE") or str(
-        Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    )
+    return ansible_run.inventory_vars(group, ansible_run.molecule_inventory())
 
 
 @pytest.fixture(scope="session")
@@ -116,26 +103,7 @@ def wait_until_serving(url: str, key: str, timeout: float = 240) -> float:
 
 
 def run_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        # the scenario's own ansible.cfg (molecule's), with no fact cache that could outlive its hosts
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
-    return subprocess.run(
-        ["ansible-playbook", "-i", inventory_path(), str(REPO / playbook), *extra],
-        env=env,
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return ansible_run.run_playbook(playbook, ansible_run.molecule_inventory(), *extra)
 
 
-def explain(result: subprocess.CompletedProcess) -> str:
-    """The error lines and the end of an ansible-playbook run, for assertion messages."""
-    lines = (result.stdout + result.stderr).splitlines()
-    errors = [line for line in lines if line.startswith(("fatal:", "failed:", "[ERROR]"))]
-    return "\n".join(errors[-10:] + ["..."] + lines[-40:])
+explain = ansible_run.explain

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from tools import ansible_run
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -36,24 +36,7 @@ def gateway_url(engine: docker.DockerClient) -> str:
 
 
 def run_playbook(playbook: str, *extra: str, timeout: float = 2400) -> subprocess.CompletedProcess:
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE") or str(
-        Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    )
-    env = {
-        **os.environ,
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
-    return subprocess.run(
-        ["ansible-playbook", "-i", inventory, str(REPO / playbook), *extra],
-        env=env,
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return ansible_run.run_playbook(playbook, ansible_run.molecule_inventory(), *extra, timeout=timeout)
 
 
 def state(engine: docker.DockerClient) -> dict[str, dict]:
