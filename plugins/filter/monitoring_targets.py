@@ -4,7 +4,6 @@ fleet_monitoring_vllm_targets(hosts, hostvars, groups, ...)  static_configs for 
 fleet_monitoring_host_targets(hosts, hostvars, port, ...)    static_configs for a per-host exporter
 fleet_monitoring_hosts_without_models(hosts, hostvars)       GPU hosts declaring no models
 fleet_monitoring_dcgm_hosts(hosts, hostvars)                GPU hosts that run the DCGM exporter
-fleet_monitoring_image_version(image)                        the version label of an image reference
 """
 
 from __future__ import annotations
@@ -27,5 +26,4 @@ class FilterModule:
             **wrap_filters(checked, targets.TargetError),
             "fleet_monitoring_hosts_without_models": targets.hosts_without_models,
             "fleet_monitoring_dcgm_hosts": targets.dcgm_hosts,
-            "fleet_monitoring_image_version": targets.image_version,
         }
