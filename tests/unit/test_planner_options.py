@@ -40,6 +40,7 @@ SAMPLES: dict[str, Any] = {
     "kv_cache_memory_bytes": "8G",
     "block_size": 32,
     "language_model_only": True,
+    "limit_mm_per_prompt": '{"image": 2, "video": 0}',
     "max_loras": 4,
     "max_lora_rank": 32,
     "vllm_version": "0.20.1",
@@ -151,6 +152,7 @@ def test_every_vllm_flag_of_the_table_is_emitted_in_table_order() -> None:
         "kv_cache_memory_bytes": "4G",
         "block_size": 32,
         "language_model_only": True,
+        "limit_mm_per_prompt": '{"image": 2, "video": 0}',
         "max_loras": 2,
         "max_lora_rank": 16,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .candidates import Candidates
-from .errors import MIB
+from .cuda_graphs import CAPTURE_MARGIN, gmu_leaving_room, model_runner
 from .evaluation import Ctx, Evaluation, blocks_per_request, concurrency, evaluate
 from .fixes import MIN_USEFUL_CONTEXT, memory_errors
 from .settings import Notes, Settings, fmt_gib
@@ -164,12 +164,20 @@ def _warn(s: Settings, final: Evaluation, mnbt: int, expected: int, notes: Notes
             f"({conc_expected:.1f} requests fit): requests will queue or be preempted; add GPUs, "
             "set kv_cache_dtype fp8 or lower target_context_len"
         )
-    headroom = final.stage.mem.graph_headroom
-    if headroom < 256 * MIB and not ctx.enforce_eager and not ctx.vinfo.cudagraph_in_budget:
+    mem = final.stage.mem
+    if mem.graph_headroom < CAPTURE_MARGIN and not ctx.enforce_eager and not ctx.vinfo.extensible:
+        unreserved = mem.cuda_graphs - mem.cuda_graphs_reserved
+        runner = model_runner(ctx.arch, ctx.vinfo, ctx.quant)
+        who = (
+            f"vLLM {ctx.vinfo.text}'s {runner.upper()} model runner reserves "
+            f"{fmt_gib(mem.cuda_graphs_reserved)} GiB of the ~{fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs "
+            "inside gpu_memory_utilization"
+        )
         notes.warnings.append(
-            f"only {fmt_gib(max(headroom, 0))} GiB stay outside "
-            "gpu_memory_utilization for CUDA-graph capture: capture may run out of memory; lower "
-            "gpu_memory_utilization or set enforce_eager"
+            f"only {fmt_gib(max(mem.graph_headroom + max(unreserved, 0), 0))} GiB stay outside "
+            f"gpu_memory_utilization for CUDA-graph capture ({who}): capture or the first large batch "
+            f"may run out of memory after a clean start; lower gpu_memory_utilization to "
+            f"{gmu_leaving_room(mem, ctx.vinfo, ctx.gpu.used_bytes):.2f} or set enforce_eager"
         )
     if ctx.arch.is_multimodal and ctx.towers:
         notes.warnings.append(

@@ -134,6 +134,8 @@ class VisionSpec:
     patch: int
     out_hidden: int
     params: int  # estimated encoder + projector parameters
+    merge: int = 1  # spatial_merge_size: patches per output token = merge**2
+    deepstack: int = 0  # deepstack_visual_indexes: extra feature maps the encoder hands the LM
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,7 +463,10 @@ def _vision(cfg: Mapping[str, Any]) -> VisionSpec | None:
         deep = vc.get("deepstack_visual_indexes")
         if isinstance(deep, list):
             params += len(deep) * (merged * merged + merged * proj_out)
-    return VisionSpec(hidden, layers, inter, heads, patch, proj_out, params)
+    deep_n = (
+        len(vc["deepstack_visual_indexes"]) if isinstance(vc.get("deepstack_visual_indexes"), list) else 0
+    )
+    return VisionSpec(hidden, layers, inter, heads, patch, proj_out, params, merge, deep_n)
 
 
 def _audio_params(cfg: Mapping[str, Any]) -> int:

@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .config import ModelArch
+from .cuda_graphs import captured_bytes, model_runner, reserved_bytes, v1_estimate_bytes
 from .gpu import GpuSpec
 from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
-from .memory import StageMemory, activation_peak, cudagraph_bytes, stage_memory
+from .memory import StageMemory, activation_peak, stage_memory
 from .quant import QuantSpec
 from .versions import VersionInfo
 from .weights import get_pp_indices, stage_bytes, tower_bytes
@@ -59,6 +60,7 @@ class Ctx:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget verbatim
     max_loras: int = 0  # LoRA slots (0: LoRA off)
     max_lora_rank: int = 0
+    mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt (unset modalities: vLLM's 999)
 
 
 def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
@@ -110,14 +112,15 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int]:
 
 
 _STATIC_CACHE: dict[
-    tuple[Any, ...], tuple[ModelArch, QuantSpec, list[tuple[float, float, float, KvLayout]]]
+    tuple[Any, ...], tuple[ModelArch, QuantSpec, list[tuple[float, float, float, float, KvLayout]]]
 ] = {}
 
 
 def _stage_statics(
     ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int
-) -> list[tuple[float, float, float, KvLayout]]:
-    """(weights, activation peak, CUDA graphs, KV layout) per stage: everything but the budget.
+) -> list[tuple[float, float, float, float, KvLayout]]:
+    """(weights, activation peak, CUDA graphs captured, of them reserved in the budget, KV layout) per
+    stage: everything but the budget.
 
     These depend on the model, parallelism and sizing, not on the GPU's memory, so a fleet planning one
     model for many hosts computes them once.
@@ -142,12 +145,15 @@ def _stage_statics(
         ctx.gpu.cc,
         ctx.max_loras,
         ctx.max_lora_rank,
+        ctx.mm_limits,
+        ctx.derived_len,
     )
     hit = _STATIC_CACHE.get(key)
     if hit is not None and hit[0] is arch and hit[1] is ctx.quant:
         return hit[2]
     weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)
     n_sizes, largest = _capture(seqs, mnbt, ctx)
+    runner = model_runner(arch, ctx.vinfo, ctx.quant)
     out = []
     for rank in range(pp):
         start, end = get_pp_indices(arch.num_layers, rank, pp)
@@ -161,11 +167,26 @@ def _stage_statics(
         kinds = arch.layer_kinds[start:end]
         mlp = arch.layer_mlp[start:end]
         act = activation_peak(
-            arch, mnbt, seqs, tp, ctx.d, rank == pp - 1, ctx.vinfo, kinds, mlp, rank == 0, ctx.towers
+            arch,
+            mnbt,
+            seqs,
+            tp,
+            ctx.d,
+            rank == pp - 1,
+            ctx.vinfo,
+            kinds,
+            mlp,
+            rank == 0,
+            ctx.towers,
+            # the encoder budget reads max_model_len; the model's own bounds it from above
+            ctx.derived_len,
+            dict(ctx.mm_limits),
         )
         lay = _layout(ctx, tp, pp, rank)
-        graphs = cudagraph_bytes(arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
-        out.append((w, act, graphs, lay))
+        shape = (arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
+        graphs = captured_bytes(*shape)
+        estimate = v1_estimate_bytes(*shape) if runner == "v1" else 0.0
+        out.append((w, act, graphs, reserved_bytes(runner, ctx.vinfo, graphs, estimate), lay))
     if len(_STATIC_CACHE) > 8192:
         _STATIC_CACHE.clear()
     _STATIC_CACHE[key] = (arch, ctx.quant, out)
@@ -179,8 +200,8 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     l_fit = length
     weights_fit = True
     null_block = ctx.vinfo.null_block_in_check
-    for w, act, graphs, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
-        mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp)
+    for w, act, graphs, reserved, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
+        mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp, reserved)
         if ctx.kv_cache_memory_bytes is not None:
             # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.
             mem = replace(mem, available_kv=ctx.kv_cache_memory_bytes)

@@ -204,7 +204,7 @@ def _fix_gmu(m: _Miss) -> str | None:
             + m.cap(e)
         )
     pre = CUDA_CONTEXT + (0 if vinfo.nccl_in_budget else nccl_bytes(best.tp * best.pp))
-    outside = 0 if vinfo.cudagraph_in_budget else m.mem.cuda_graphs
+    outside = max(m.mem.cuda_graphs - m.mem.cuda_graphs_reserved, 0)  # graphs the budget does not hold
     max_gmu = math.floor((g.cuda_total_bytes - pre - outside - 256 * MIB) / g.cuda_total_bytes * 100) / 100
     cur = gmu if gmu is not None else vinfo.gmu_default
     if max_gmu <= cur + 0.005:
@@ -214,19 +214,15 @@ def _fix_gmu(m: _Miss) -> str | None:
 
 
 def _fix_eager(m: _Miss) -> str | None:
-    """No CUDA graphs, where they are inside the budget."""
-    ctx, vinfo, mem = m.ctx, m.ctx.vinfo, m.mem
-    if (
-        ctx.enforce_eager
-        or not (vinfo.cudagraph_in_budget or vinfo.extensible)
-        or mem.cuda_graphs <= 256 * MIB
-    ):
+    """No CUDA graphs, where the budget reserves them (not the V2 runner before 0.29)."""
+    ctx, mem = m.ctx, m.mem
+    if ctx.enforce_eager or mem.cuda_graphs_reserved <= 256 * MIB:
         return None
     e = m.quick(replace_ctx(ctx, enforce_eager=True), m.best.tp, m.best.pp, m.s.gmu)
     if e is None or not m.better(e):
         return None
     return (
-        f"set enforce_eager true (frees ~{fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs, slower "
+        f"set enforce_eager true (frees ~{fmt_gib(mem.cuda_graphs_reserved)} GiB of CUDA graphs, slower "
         "decode)" + m.cap(e)
     )
 

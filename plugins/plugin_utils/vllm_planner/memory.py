@@ -8,20 +8,21 @@ from a config; it is estimated here from the shapes that produce it:
   q/k/v); on the last PP stage the dummy sampler pass that follows it (fp32 logits plus the
   top-k/top-p temporaries over min(max_num_seqs, mnbt) rows), which usually sets the peak; and
   the encoder pass of multimodal models;
-* CUDA graphs G: piecewise graphs keep each piece's outputs (q/k/v, attention output, residual)
-  for the largest capture size alive in the shared pool, plus the intermediates of one piece and
-  a small per-graph cost;
+* CUDA graphs G (cuda_graphs.py): what the capture takes and, per model runner and release, what
+  of it is reserved inside the budget;
 * fixed costs: CUDA context, NCCL communicators for multi-GPU workers, cuBLAS workspaces.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import ModelArch
 from .errors import GIB, MIB
 from .gpu import GpuSpec
+from .multimodal import encoder_items, max_tokens_per_item
 from .versions import VersionInfo
 
 CUDA_CONTEXT = 512 * MIB  # measured 527 MiB on H200 / torch 2.11 (lazy module loading)
@@ -30,7 +31,6 @@ NCCL_BASE = 512 * MIB  # communicator buffers of a multi-GPU worker
 NCCL_PER_PEER = 32 * MIB
 CUSTOM_ALLREDUCE = 32 * MIB  # IPC buffers of vLLM's custom all-reduce (TP > 1, single node)
 MISC_NON_TORCH = 64 * MIB  # attention-backend workspaces and allocator slack
-GRAPH_EXEC_BYTES = 32 * 1024  # device memory of one instantiated CUDA graph
 EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUDA)
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
 # Buffers alive at the peak of the profile's dummy sampler pass, bytes per logit (rows x vocab).
@@ -75,13 +75,27 @@ def _attn_activation(arch: ModelArch, tokens: int, tp: int, d: int) -> float:
     return tokens * (2 * arch.num_heads / tp + 2 * kvh) * arch.head_dim * d
 
 
-def _encoder_activation(arch: ModelArch, mnbt: int, tp: int, d: int) -> float:
+def _encoder_activation(
+    arch: ModelArch, mnbt: int, tp: int, d: int, seqs: int, max_model_len: int, limits: Mapping[str, int]
+) -> tuple[float, float]:
+    """(peak of the encoder pass, encoder outputs kept alive through the text dummy forward)."""
     v = arch.vision
     if v is None:
-        return 0.0
-    merge = 4  # 2x2 spatial merge of the Qwen-VL / InternVL families
-    patches = max(mnbt, 16384) * merge
-    return patches * (4 * v.hidden + 2 * v.intermediate / tp) * d + patches / merge * max(v.out_hidden, 1) * d
+        return 0.0, 0.0
+    tokens, items = encoder_items(arch, mnbt, seqs, max_model_len, limits)
+    if tokens:
+        merge = v.merge * v.merge
+        out_tokens = tokens * items
+        kept = out_tokens * max(v.out_hidden, 1) * (1 + v.deepstack) * d
+    elif max_tokens_per_item(arch, max_model_len) or not any(limits.get(m, 1) for m in ("image", "video")):
+        return 0.0, 0.0  # every modality disabled by limit_mm_per_prompt: no encoder pass
+    else:
+        merge = 4  # families not modelled: a 2x2 spatial merge and one 16384-token budget
+        out_tokens = max(mnbt, 16384)
+        kept = 0.0
+    patches = out_tokens * merge
+    peak = patches * (4 * v.hidden + 2 * v.intermediate / tp) * d + out_tokens * max(v.out_hidden, 1) * d
+    return peak, kept
 
 
 def activation_peak(
@@ -96,6 +110,8 @@ def activation_peak(
     stage_mlp: tuple[str, ...],
     first_stage: bool,
     towers: bool,
+    max_model_len: int = 0,
+    mm_limits: Mapping[str, int] | None = None,
 ) -> float:
     tokens = mnbt
     H = arch.hidden_size
@@ -111,30 +127,9 @@ def activation_peak(
         rows = min(max_num_seqs, mnbt)
         a = max(a, rows * arch.vocab_size * sampler_bytes_per_logit(vinfo) + rows * H * d)
     if first_stage and towers and arch.vision is not None:
-        a = max(a, _encoder_activation(arch, mnbt, tp, d))
+        peak, kept = _encoder_activation(arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {})
+        a = max(a + kept, peak)
     return a
-
-
-def cudagraph_bytes(
-    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
-) -> float:
-    """Estimated CUDA-graph pool for piecewise capture (the largest size's piece outputs dominate)."""
-    if n_sizes <= 0 or largest <= 0:
-        return 0.0
-    s = largest
-    H = arch.hidden_size
-    if arch.mla is not None:
-        q_width = arch.num_heads / tp * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
-        kv_width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
-    else:
-        kvh = max(1, arch.num_kv_heads // tp) if arch.num_kv_heads else 0
-        q_width = arch.num_heads / tp * arch.head_dim
-        kv_width = kvh * arch.head_dim
-    pieces = attn_layers + 1
-    outputs = pieces * s * (2 * q_width + 2 * kv_width + H) * d
-    inner = _mlp_activation(arch, s, tp, d, set(stage_mlp)) + s * H * d * 2
-    graphs = n_sizes * (pieces + 1)
-    return outputs + inner + graphs * GRAPH_EXEC_BYTES
 
 
 def nccl_bytes(world: int) -> int:
@@ -149,9 +144,10 @@ class StageMemory:
     weights: int
     activation: int
     non_torch: int
-    cuda_graphs: int
+    cuda_graphs: int  # the pool the capture takes
     available_kv: int
-    graph_headroom: int  # memory left outside the budget for graph capture (families before 0.20)
+    graph_headroom: int  # memory left outside the budget once the graphs not reserved in it are captured
+    cuda_graphs_reserved: int = 0  # the part of cuda_graphs subtracted from the KV budget
 
 
 def stage_memory(
@@ -163,7 +159,10 @@ def stage_memory(
     graphs: float,
     world: int,
     tp: int,
+    graphs_reserved: float | None = None,
 ) -> StageMemory:
+    """graphs: the CUDA-graph pool captured; graphs_reserved: what of it the release subtracts from the
+    KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
     if vinfo.absolute_budget:
@@ -182,6 +181,9 @@ def stage_memory(
     W = int(weights)
     A = int(activation)
     G = int(graphs)
+    if graphs_reserved is None:
+        graphs_reserved = G if (vinfo.cudagraph_in_budget or vinfo.extensible) else 0
+    R = int(graphs_reserved)
     headroom = 0
     if vinfo.extensible:
         requested = math.ceil(T * gmu) if gmu is not None else T
@@ -196,9 +198,8 @@ def stage_memory(
             avail = requested - (W + A + non_torch + CUDA_CONTEXT + nccl + gpu.used_bytes)
             headroom = T - requested - G
         else:
-            avail = requested - (W + A + non_torch)
-            if vinfo.cudagraph_in_budget:
-                avail -= G
-            else:
-                headroom = T - requested - pre - G - gpu.used_bytes
-    return StageMemory(T, requested, pre, W, A, non_torch, G, int(avail), int(headroom))
+            # graphs are captured after the KV cache: what the profile did not reserve comes from
+            # the memory outside the budget
+            avail = requested - (W + A + non_torch) - R
+            headroom = T - requested - pre - gpu.used_bytes - max(G - R, 0)
+    return StageMemory(T, requested, pre, W, A, non_torch, G, int(avail), int(headroom), R)

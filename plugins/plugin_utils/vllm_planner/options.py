@@ -9,6 +9,7 @@ plan report's equivalent command and the serving role's guard on ``extra_args`` 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -148,6 +149,26 @@ def parse_workload(options: Mapping[str, Any], key: str) -> str:
 def parse_text(options: Mapping[str, Any], key: str) -> str | None:
     v = options.get(key)
     return None if v in (None, "") else str(v)
+
+
+def parse_mm_limits(options: Mapping[str, Any], key: str) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt: a mapping (or its JSON) of modality to items per prompt."""
+    v = options.get(key)
+    if v in (None, "", {}):
+        return ()
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            v = None
+    if not isinstance(v, Mapping) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v.values()
+    ):
+        raise PlanInputError(
+            f"{key}: expected a mapping of modality to a count >= 0, got {options.get(key)!r}. "
+            f'Fix: set {key} as vLLM takes it, e.g. {{"image": 2, "video": 0}}.'
+        )
+    return tuple(sorted((str(m), int(n)) for m, n in v.items()))
 
 
 def parse_lora_rank(options: Mapping[str, Any], key: str) -> int | None:
@@ -311,6 +332,15 @@ OPTIONS: tuple[PlanOption, ...] = (
         vllm_flags=("--language-model-only",),
     ),
     PlanOption(
+        "limit_mm_per_prompt",
+        parse_mm_limits,
+        'items per prompt by modality, as vLLM takes it ({"image": 2, "video": 0}); vLLM profiles the '
+        "encoder with the largest of them",
+        str,
+        "JSON",
+        vllm_flags=("--limit-mm-per-prompt",),
+    ),
+    PlanOption(
         "max_loras",
         parse_int,
         "LoRA adapters served in one batch (turns LoRA on; the planner counts their buffers)",
@@ -363,6 +393,7 @@ class PlanOptions:
     kv_cache_memory_bytes: int | None
     block_size: int | None
     language_model_only: bool
+    limit_mm_per_prompt: tuple[tuple[str, int], ...]
     max_loras: int | None
     max_lora_rank: int | None
     vllm_version: str | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import errors as E
@@ -39,6 +40,10 @@ def vllm_args(s: Settings, tp: int, pp: int, max_len: int, seqs: int, mnbt: int)
         ),
         "block_size": str(ctx.block_size) if ctx.block_size else None,
         "language_model_only": no_towers and vinfo.extensible,
+        # releases without --language-model-only get a limit of 0 per modality below instead
+        "limit_mm_per_prompt": (
+            json.dumps(dict(ctx.mm_limits)) if ctx.mm_limits and (vinfo.extensible or not no_towers) else None
+        ),
         "max_loras": str(ctx.max_loras) if ctx.max_loras else None,
         "max_lora_rank": str(ctx.max_lora_rank) if ctx.max_loras else None,
     }

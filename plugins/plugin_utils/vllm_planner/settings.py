@@ -350,6 +350,7 @@ def settle(
         weight_scale=scale,
         tower_override=tower_override,
         towers=arch.is_multimodal and not opts.language_model_only,
+        mm_limits=opts.limit_mm_per_prompt,
         enforce_eager=opts.enforce_eager,
         block_size=opts.block_size,
         inflight_mult=inflight_fn(vinfo),

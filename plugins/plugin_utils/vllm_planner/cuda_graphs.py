@@ -1,0 +1,201 @@
+"""CUDA graphs by model runner: which runner a release picks, what it reserves inside the budget,
+and what the capture really takes.
+
+vLLM captures the graphs after the KV cache is allocated (they hold pointers into it). Whatever the
+runner did not reserve inside gpu_memory_utilization is then taken from the memory left outside it;
+when that is too small the server starts cleanly and runs out of memory later.
+
+* Which runner (``VllmConfig.use_v2_model_runner``, vllm/config/vllm.py): before 0.22 always V1.
+  0.22-0.28 pick the V2 runner by default for a list of architectures (and from 0.25 for every dense
+  model); 0.29+ for every model; 0.34 has no V1 GPU runner left.
+* What is reserved: 0.20-0.33 subtract ``model_runner.profile_cudagraph_memory()`` from the KV budget
+  (``Worker.determine_available_memory``, vllm/v1/worker/gpu_worker.py). The V1 runner's estimate
+  captures the two largest sizes of each mode and extrapolates; the V2 runner returned 0 until 0.28
+  and measures a full capture from 0.29. 0.34's extensible KV cache measures after the capture.
+* What is captured: piecewise graphs keep each piece's outputs for the largest capture size alive in
+  the shared pool, plus the intermediates of one piece and a small per-graph cost.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .config import ModelArch
+from .errors import MIB
+from .memory import StageMemory, _mlp_activation
+from .quant import QuantSpec
+from .versions import VersionInfo
+
+GRAPH_EXEC_BYTES = 32 * 1024  # device memory of one instantiated CUDA graph
+# profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead" (gpu_model_runner.py,
+# v0.20.0-v0.33.0: per_graph = max(mem_samples[1], 1 << 20)).
+V1_MIN_PER_GRAPH = 1 << 20
+
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of vllm/config/vllm.py, by the first release that lists them.
+_V2_ARCHS: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
+    ((0, 22), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23), frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})),
+    (
+        (0, 24),
+        frozenset(
+            {
+                "Qwen3ForCausalLM",
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+                "LlamaForCausalLM",
+                "MistralForCausalLM",
+            }
+        ),
+    ),
+    ((0, 25), frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})),
+    (
+        (0, 26),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 27),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 28),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "DeepseekV4ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+)
+
+
+def _listed(version: tuple[int, int, int]) -> frozenset[str]:
+    listed: frozenset[str] = frozenset()
+    for first, archs in _V2_ARCHS:
+        if version[:2] >= first:
+            listed = archs
+    return listed
+
+
+def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
+    """'v2' or 'v1': the GPU model runner vLLM picks by default (VLLM_USE_V2_MODEL_RUNNER unset).
+
+    Per release, ``VllmConfig._is_default_v2_model_runner_model`` (vllm/config/vllm.py):
+    0.22-0.23 a listed architecture, neither MoE nor quantized (0.22 also no hybrid); 0.24 a listed
+    architecture; 0.25-0.28 a generative model that is neither hybrid (0.27+: unless listed) nor
+    attention-free, and either listed or not MoE; 0.29+ every model (the feature exclusions of
+    ``_get_v2_model_runner_unsupported_features`` concern options the planner does not take).
+    """
+    v = vinfo.version
+    if v < (0, 22):
+        return "v1"
+    if v >= (0, 29):
+        return "v2"
+    archs = set(arch.architectures)
+    listed = bool(archs & _listed(v))
+    hybrid = arch.mamba is not None
+    if v < (0, 24):
+        ok = listed and not arch.is_moe and quant.method is None and not (v < (0, 23) and hybrid)
+    elif v < (0, 25):
+        ok = listed
+    else:
+        attention_free = arch.attention_layers == 0
+        if hybrid and (v < (0, 27) or not listed):
+            ok = False
+        else:
+            ok = not attention_free and (listed or not arch.is_moe)
+    return "v2" if ok else "v1"
+
+
+def captured_bytes(
+    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+) -> float:
+    """The CUDA-graph pool a full piecewise capture takes (the largest size's piece outputs dominate)."""
+    if n_sizes <= 0 or largest <= 0:
+        return 0.0
+    s = largest
+    H = arch.hidden_size
+    if arch.mla is not None:
+        q_width = arch.num_heads / tp * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
+        kv_width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
+    else:
+        kvh = max(1, arch.num_kv_heads // tp) if arch.num_kv_heads else 0
+        q_width = arch.num_heads / tp * arch.head_dim
+        kv_width = kvh * arch.head_dim
+    pieces = attn_layers + 1
+    outputs = pieces * s * (2 * q_width + 2 * kv_width + H) * d
+    inner = _mlp_activation(arch, s, tp, d, set(stage_mlp)) + s * H * d * 2
+    graphs = n_sizes * (pieces + 1)
+    return outputs + inner + graphs * GRAPH_EXEC_BYTES
+
+
+def v1_estimate_bytes(
+    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+) -> float:
+    """What the V1 runner's ``profile_cudagraph_memory`` (gpu_model_runner.py, v0.20.0-v0.33.0) returns.
+
+    It captures the largest size into a fresh pool (first_capture), then the second largest, whose
+    increase is the per-graph cost (at least 1 MiB), and returns first_capture + per_graph x (n - 1).
+    The second size reuses the blocks the first freed, so its increase is its graphs' own memory.
+    """
+    if n_sizes <= 0 or largest <= 0:
+        return 0.0
+    first = captured_bytes(arch, 1, largest, tp, d, attn_layers, stage_mlp)
+    per_graph = max((attn_layers + 2) * GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
+    return first + per_graph * (n_sizes - 1)
+
+
+def reserved_bytes(runner: str, vinfo: VersionInfo, captured: float, v1_estimate: float) -> float:
+    """Bytes subtracted from the KV budget for CUDA graphs.
+
+    0.20-0.33: ``available = requested - non_kv - cudagraph_memory_estimate`` (gpu_worker.py). The V2
+    runner's ``profile_cudagraph_memory`` returns 0 through 0.28 and measures a whole capture from 0.29
+    (gpu/cudagraph_utils.py). Before 0.20 nothing is reserved; 0.34's extensible cache measures the
+    real pool after capture.
+    """
+    if vinfo.extensible:
+        return captured
+    if not vinfo.cudagraph_in_budget:
+        return 0.0
+    if runner == "v1":
+        return v1_estimate
+    return captured if vinfo.version >= (0, 29) else 0.0
+
+
+# vLLM's own allowance for what profiling misses ("leave a small buffer (=150MiB) to avoid OOM",
+# Worker.compile_or_warm_up_model, vllm/v1/worker/gpu_worker.py, v0.11.0-v0.34.0).
+CAPTURE_MARGIN = 150 * MIB
+
+
+def gmu_leaving_room(mem: StageMemory, vinfo: VersionInfo, used_bytes: int) -> float:
+    """The highest gpu_memory_utilization (two decimals) whose outside memory holds the graphs the
+    budget does not reserve, with CAPTURE_MARGIN to spare."""
+    outside_need = mem.cuda_graphs - (0 if vinfo.absolute_budget else mem.cuda_graphs_reserved)
+    fixed = 0 if vinfo.absolute_budget else mem.pre_snapshot + used_bytes
+    room = mem.total - fixed - max(outside_need, 0) - CAPTURE_MARGIN
+    return max(math.floor(room / mem.total * 100) / 100, 0.0)
