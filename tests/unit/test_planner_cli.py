@@ -35,6 +35,7 @@ PER_GPU_KEYS = {
     "activation_peak_bytes",
     "non_torch_bytes",
     "cuda_graph_bytes",
+    "cuda_graph_reserved_bytes",
     "kv_cache_bytes",
 }
 H100 = ["--gpu-memory-mib", "81559", "--gpu-name", "NVIDIA H100 80GB HBM3", "--compute-capability", "9.0"]

@@ -166,18 +166,16 @@ def _warn(s: Settings, final: Evaluation, mnbt: int, expected: int, notes: Notes
         )
     mem = final.stage.mem
     if mem.graph_headroom < CAPTURE_MARGIN and not ctx.enforce_eager and not ctx.vinfo.extensible:
-        unreserved = mem.cuda_graphs - mem.cuda_graphs_reserved
-        runner = model_runner(ctx.arch, ctx.vinfo, ctx.quant)
-        who = (
-            f"vLLM {ctx.vinfo.text}'s {runner.upper()} model runner reserves "
-            f"{fmt_gib(mem.cuda_graphs_reserved)} GiB of the ~{fmt_gib(mem.cuda_graphs)} GiB of CUDA graphs "
-            "inside gpu_memory_utilization"
-        )
+        unreserved = max(mem.cuda_graphs - mem.cuda_graphs_reserved, 0)
+        runner = model_runner(ctx.arch, ctx.vinfo, ctx.quant).upper()
+        gmu = s.gmu if s.gmu is not None else ctx.vinfo.gmu_default
         notes.warnings.append(
-            f"only {fmt_gib(max(mem.graph_headroom + max(unreserved, 0), 0))} GiB stay outside "
-            f"gpu_memory_utilization for CUDA-graph capture ({who}): capture or the first large batch "
-            f"may run out of memory after a clean start; lower gpu_memory_utilization to "
-            f"{gmu_leaving_room(mem, ctx.vinfo, ctx.gpu.used_bytes):.2f} or set enforce_eager"
+            f"gpu_memory_utilization {gmu:g} leaves {fmt_gib(max(mem.graph_headroom + unreserved, 0))} GiB "
+            f"outside the budget for the ~{fmt_gib(unreserved)} GiB of CUDA graphs that vLLM "
+            f"{ctx.vinfo.text}'s {runner} model runner does not reserve inside it: the server may run out "
+            "of memory after a clean start (graph capture or the first large batch); lower "
+            f"gpu_memory_utilization to {gmu_leaving_room(mem, ctx.vinfo, ctx.gpu.used_bytes):.2f} or set "
+            "enforce_eager"
         )
     if ctx.arch.is_multimodal and ctx.towers:
         notes.warnings.append(

@@ -133,7 +133,10 @@ def format_table(result: dict[str, Any]) -> str:
         ("  weights", gib(g["weights_bytes"])),
         ("  activation peak", gib(g["activation_peak_bytes"])),
         ("  non-torch", gib(g["non_torch_bytes"])),
-        ("  CUDA graphs", gib(g["cuda_graph_bytes"])),
+        (
+            "  CUDA graphs",
+            f"{gib(g['cuda_graph_bytes'])} ({g['cuda_graph_reserved_bytes'] / GIB:.2f} GiB in the budget)",
+        ),
         ("  KV cache", gib(g["kv_cache_bytes"])),
         ("KV bytes per token", f"{result['kv_bytes_per_token']:,}"),
         ("KV cache tokens", f"{result['kv_cache_tokens']:,} (block size {result['block_size']})"),

@@ -94,6 +94,23 @@ _V2_ARCHS: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
 )
 
 
+def capture_sizes(max_num_seqs: int, mnbt: int, cap: int) -> list[int]:
+    """vLLM's default capture list: [1, 2, 4] + 8..248 step 8 + 256..cap step 16, up to
+    min(2 x max_num_seqs, cap, max_num_batched_tokens) (``VllmConfig._set_cudagraph_sizes``)."""
+    top = min(2 * max_num_seqs, cap, mnbt)
+    sizes = [s for s in (1, 2, 4) if s <= top]
+    sizes += list(range(8, min(top, 248) + 1, 8))
+    sizes += list(range(256, min(top, cap) + 1, 16))
+    return sizes or [1]
+
+
+def full_decode_sizes(sizes: list[int], max_num_seqs: int) -> int:
+    """How many FULL decode graphs FULL_AND_PIECEWISE (the default mode since 0.11) adds: the capture
+    sizes up to max_num_seqs x (1 + speculative tokens) (``CudagraphDispatcher.initialize_cudagraph_keys``,
+    vllm/v1/cudagraph_dispatcher.py)."""
+    return sum(1 for s in sizes if s <= max_num_seqs)
+
+
 def _listed(version: tuple[int, int, int]) -> frozenset[str]:
     listed: frozenset[str] = frozenset()
     for first, archs in _V2_ARCHS:
@@ -133,9 +150,17 @@ def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
 
 
 def captured_bytes(
-    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+    arch: ModelArch,
+    n_sizes: int,
+    largest: int,
+    tp: int,
+    d: int,
+    attn_layers: int,
+    stage_mlp: tuple[str, ...],
+    n_full: int = 0,
 ) -> float:
-    """The CUDA-graph pool a full piecewise capture takes (the largest size's piece outputs dominate)."""
+    """The CUDA-graph pool a capture takes: the piecewise graphs of every size (the largest size's
+    piece outputs dominate; FULL decode graphs reuse that pool) plus each graph's own memory."""
     if n_sizes <= 0 or largest <= 0:
         return 0.0
     s = largest
@@ -150,24 +175,33 @@ def captured_bytes(
     pieces = attn_layers + 1
     outputs = pieces * s * (2 * q_width + 2 * kv_width + H) * d
     inner = _mlp_activation(arch, s, tp, d, set(stage_mlp)) + s * H * d * 2
-    graphs = n_sizes * (pieces + 1)
+    graphs = n_sizes * (pieces + 1) + n_full
     return outputs + inner + graphs * GRAPH_EXEC_BYTES
 
 
 def v1_estimate_bytes(
-    arch: ModelArch, n_sizes: int, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+    arch: ModelArch,
+    n_sizes: int,
+    largest: int,
+    tp: int,
+    d: int,
+    attn_layers: int,
+    stage_mlp: tuple[str, ...],
+    n_full: int = 0,
 ) -> float:
     """What the V1 runner's ``profile_cudagraph_memory`` (gpu_model_runner.py, v0.20.0-v0.33.0) returns.
 
-    It captures the largest size into a fresh pool (first_capture), then the second largest, whose
-    increase is the per-graph cost (at least 1 MiB), and returns first_capture + per_graph x (n - 1).
-    The second size reuses the blocks the first freed, so its increase is its graphs' own memory.
+    Per mode (PIECEWISE, FULL) it captures the largest size into a fresh pool (first_capture), then the
+    second largest, whose increase is the per-graph cost (at least 1 MiB), and returns
+    max(first_capture) + sum(per_graph x (n - 1)). The second size reuses the blocks the first freed,
+    so its increase is its graphs' own memory: one graph per piece, or one FULL graph.
     """
     if n_sizes <= 0 or largest <= 0:
         return 0.0
     first = captured_bytes(arch, 1, largest, tp, d, attn_layers, stage_mlp)
-    per_graph = max((attn_layers + 2) * GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
-    return first + per_graph * (n_sizes - 1)
+    per_piecewise = max((attn_layers + 2) * GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
+    per_full = max(GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
+    return first + per_piecewise * (n_sizes - 1) + per_full * max(n_full - 1, 0)
 
 
 def reserved_bytes(runner: str, vinfo: VersionInfo, captured: float, v1_estimate: float) -> float:

@@ -7,7 +7,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .config import ModelArch
-from .cuda_graphs import captured_bytes, model_runner, reserved_bytes, v1_estimate_bytes
+from .cuda_graphs import (
+    capture_sizes,
+    captured_bytes,
+    full_decode_sizes,
+    model_runner,
+    reserved_bytes,
+    v1_estimate_bytes,
+)
 from .gpu import GpuSpec
 from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
@@ -92,23 +99,14 @@ def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
 _LAYOUT_CACHE: dict[tuple[Any, ...], tuple[ModelArch, KvLayout]] = {}
 
 
-def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int]:
-    """(number of capture sizes, largest size) of vLLM's default CUDA-graph capture list."""
+def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
+    """(capture sizes, largest size, FULL decode graphs) of vLLM's default CUDA-graph capture."""
     if ctx.enforce_eager:
-        return 0, 0
+        return 0, 0, 0
     cap = 1024 if (ctx.vinfo.extensible and ctx.gpu.is_blackwell_dc) else 512
-    top = min(2 * max_num_seqs, cap, mnbt)
-    count = sum(1 for s in (1, 2, 4) if s <= top)
-    largest = max([s for s in (1, 2, 4) if s <= top] or [1])
-    if top >= 8:
-        k = min(top, 248) // 8
-        count += k
-        largest = 8 * k
-    if top >= 256:
-        k = (min(top, cap) - 256) // 16 + 1
-        count += k
-        largest = 256 + 16 * (k - 1)
-    return max(count, 1), largest
+    sizes = capture_sizes(max_num_seqs, mnbt, cap)
+    n_full = full_decode_sizes(sizes, max_num_seqs) if ctx.vinfo.version >= (0, 11) else 0
+    return len(sizes), sizes[-1], n_full
 
 
 _STATIC_CACHE: dict[
@@ -152,7 +150,7 @@ def _stage_statics(
     if hit is not None and hit[0] is arch and hit[1] is ctx.quant:
         return hit[2]
     weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)
-    n_sizes, largest = _capture(seqs, mnbt, ctx)
+    n_sizes, largest, n_full = _capture(seqs, mnbt, ctx)
     runner = model_runner(arch, ctx.vinfo, ctx.quant)
     out = []
     for rank in range(pp):
@@ -184,8 +182,8 @@ def _stage_statics(
         )
         lay = _layout(ctx, tp, pp, rank)
         shape = (arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
-        graphs = captured_bytes(*shape)
-        estimate = v1_estimate_bytes(*shape) if runner == "v1" else 0.0
+        graphs = captured_bytes(*shape, n_full)
+        estimate = v1_estimate_bytes(*shape, n_full) if runner == "v1" else 0.0
         out.append((w, act, graphs, reserved_bytes(runner, ctx.vinfo, graphs, estimate), lay))
     if len(_STATIC_CACHE) > 8192:
         _STATIC_CACHE.clear()

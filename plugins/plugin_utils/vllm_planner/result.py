@@ -63,6 +63,7 @@ def _per_gpu(s: Settings, ev: Evaluation | None) -> dict[str, int]:
             "activation_peak_bytes": 0,
             "non_torch_bytes": 0,
             "cuda_graph_bytes": 0,
+            "cuda_graph_reserved_bytes": 0,
             "kv_cache_bytes": 0,
         }
     m = ev.stage.mem
@@ -72,6 +73,8 @@ def _per_gpu(s: Settings, ev: Evaluation | None) -> dict[str, int]:
         "activation_peak_bytes": int(m.activation),
         "non_torch_bytes": int(m.non_torch + m.pre_snapshot),
         "cuda_graph_bytes": int(m.cuda_graphs),
+        # the part of the graphs the release subtracts from the KV budget (model runner and release)
+        "cuda_graph_reserved_bytes": int(m.cuda_graphs_reserved),
         "kv_cache_bytes": int(max(ev.num_blocks, 0) * ev.stage.layout.bytes_per_block),
     }
 
