@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .candidates import Candidates
 from .cuda_graphs import CAPTURE_MARGIN, gmu_leaving_room, model_runner
 from .evaluation import Ctx, Evaluation, blocks_per_request, concurrency, evaluate
 from .fixes import MIN_USEFUL_CONTEXT, memory_errors
+from .memory import activation_peak
+from .multimodal import encoder_profile, encoder_profiled, max_tokens_per_item
 from .settings import Notes, Settings, fmt_gib
+from .weights import get_pp_indices
 
 KV_SAFETY = 0.8  # max_num_seqs keeps 20 % of the KV cache free for longer-than-expected requests
 
@@ -150,11 +154,11 @@ def size(search: Search, chosen: Evaluation, capped: bool, notes: Notes) -> Sizi
             return Sizing(False, final, max_len, seqs, mnbt)
         max_len = round_len(final.l_fit)
         final = evaluate(s.ctx, tp, pp, s.gmu, mnbt, seqs, max_len)
-    _warn(s, final, mnbt, expected, notes)
+    _warn(s, final, mnbt, seqs, expected, notes)
     return Sizing(True, final, max_len, seqs, mnbt)
 
 
-def _warn(s: Settings, final: Evaluation, mnbt: int, expected: int, notes: Notes) -> None:
+def _warn(s: Settings, final: Evaluation, mnbt: int, seqs: int, expected: int, notes: Notes) -> None:
     """Warnings about the feasible plan: queueing, CUDA-graph headroom, encoder estimates."""
     ctx, target = s.ctx, s.opts.target_concurrency
     conc_expected = concurrency(ctx, final, mnbt, expected)
@@ -178,7 +182,52 @@ def _warn(s: Settings, final: Evaluation, mnbt: int, expected: int, notes: Notes
             "enforce_eager"
         )
     if ctx.arch.is_multimodal and ctx.towers:
-        notes.warnings.append(
+        line = _multimodal_warning(s, final, mnbt, seqs)
+        if line:
+            notes.warnings.append(line)
+
+
+def _multimodal_warning(s: Settings, final: Evaluation, mnbt: int, seqs: int) -> str | None:
+    """What the profile does with the encoder: the pass it sizes, or (V2 runner before 0.27) none."""
+    ctx = s.ctx
+    modality, tokens, items = encoder_profile(ctx.arch, mnbt, seqs, ctx.derived_len, dict(ctx.mm_limits))
+    if not max_tokens_per_item(ctx.arch, ctx.derived_len):
+        return (
             "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
             "or set language_model_only if images are not needed"
         )
+    if not tokens:
+        return None  # limit_mm_per_prompt turns every modality off: no encoder pass
+    runner = model_runner(ctx.arch, ctx.vinfo, ctx.quant)
+    what = f"{items} {modality} item{'s' if items > 1 else ''} of {tokens} tokens"
+    if encoder_profiled(runner, ctx.vinfo.version):
+        return (
+            f"multimodal model: vLLM profiles the vision encoder with {what} (its largest per "
+            "item); set limit_mm_per_prompt to 0 for the modalities not served, or language_model_only if "
+            "images are not needed"
+        )
+    mem = final.stages[0].mem  # the encoder runs on the first pipeline stage
+    _start, end = get_pp_indices(ctx.arch.num_layers, 0, final.pp)
+    seen = activation_peak(
+        ctx.arch,
+        mnbt,
+        seqs,
+        final.tp,
+        ctx.d,
+        final.pp == 1,
+        ctx.vinfo,
+        ctx.arch.layer_kinds[:end],
+        ctx.arch.layer_mlp[:end],
+        True,
+        True,
+        ctx.derived_len,
+        dict(ctx.mm_limits),
+    )
+    extra = max(seen - mem.activation, 0)
+    gmu = math.floor((mem.requested - extra) / mem.total * 100) / 100
+    return (
+        f"vLLM {ctx.vinfo.text}'s V2 model runner does not profile the vision encoder: the "
+        f"~{fmt_gib(extra)} GiB that {what} take at runtime are left to the KV cache, so the first large "
+        f"image batch may run out of memory; lower gpu_memory_utilization to {gmu:.2f}, set "
+        "limit_mm_per_prompt, or language_model_only if images are not needed"
+    )

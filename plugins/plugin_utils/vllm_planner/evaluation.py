@@ -19,6 +19,7 @@ from .gpu import GpuSpec
 from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, stage_memory
+from .multimodal import encoder_profiled
 from .quant import QuantSpec
 from .versions import VersionInfo
 from .weights import get_pp_indices, stage_bytes, tower_bytes
@@ -175,7 +176,7 @@ def _stage_statics(
             kinds,
             mlp,
             rank == 0,
-            ctx.towers,
+            ctx.towers and encoder_profiled(runner, ctx.vinfo.version),
             # the encoder budget reads max_model_len; the model's own bounds it from above
             ctx.derived_len,
             dict(ctx.mm_limits),

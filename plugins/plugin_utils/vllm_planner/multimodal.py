@@ -31,6 +31,9 @@ _MAX_PIXELS = {
     "qwen3_vl": 16777216,
     "qwen3_vl_moe": 16777216,
 }
+# Qwen3-VL's video_preprocessor_config.json: size.longest_edge 25165824 over temporal_patch_size 2 frames.
+_QWEN3_VIDEO_MAX_PIXELS = 25165824
+_TEMPORAL_PATCH = 2
 
 
 def _image_tokens(arch: ModelArch) -> int | None:
@@ -49,6 +52,10 @@ def max_tokens_per_item(arch: ModelArch, max_model_len: int) -> dict[str, int]:
     if image is None:
         return {}
     out = {"image": image}
+    if arch.model_type in ("qwen3_vl", "qwen3_vl_moe") and arch.vision is not None:
+        # Qwen3VLProcessingInfo.get_max_video_tokens: two frames at video max_pixels // temporal patch
+        unit = arch.vision.patch * arch.vision.merge
+        out["video"] = _QWEN3_VIDEO_MAX_PIXELS // _TEMPORAL_PATCH // (unit * unit)
     if arch.model_type in ("qwen2_vl", "qwen2_5_vl"):
         # get_max_video_tokens: the most frames (at the largest image size) whose tokens fit
         # max_model_len, at most 14; frames are padded to temporal_patch_size 2.
@@ -60,16 +67,31 @@ def max_tokens_per_item(arch: ModelArch, max_model_len: int) -> dict[str, int]:
     return out
 
 
-def encoder_items(
+def encoder_profile(
     arch: ModelArch, mnbt: int, max_num_seqs: int, max_model_len: int, limits: Mapping[str, int]
-) -> tuple[int, int]:
-    """(tokens per item, items) of the encoder profiling pass; (0, 0) when none runs."""
+) -> tuple[str, int, int]:
+    """(modality, tokens per item, items) of the encoder profiling pass; ("", 0, 0) when none runs."""
     per_item = {
         m: t for m, t in max_tokens_per_item(arch, max_model_len).items() if limits.get(m, DEFAULT_LIMIT) > 0
     }
     if not per_item:
-        return 0, 0
+        return "", 0, 0
     modality, tokens = max(per_item.items(), key=lambda x: (x[1], x[0]))
     budget = max(mnbt, tokens)
     per_prompt = max(1, min(limits.get(modality, DEFAULT_LIMIT), max_model_len // tokens))
-    return tokens, max(1, min(budget // tokens, max_num_seqs * per_prompt))
+    return modality, tokens, max(1, min(budget // tokens, max_num_seqs * per_prompt))
+
+
+def encoder_items(
+    arch: ModelArch, mnbt: int, max_num_seqs: int, max_model_len: int, limits: Mapping[str, int]
+) -> tuple[int, int]:
+    """(tokens per item, items) of the encoder profiling pass; (0, 0) when none runs."""
+    _modality, tokens, items = encoder_profile(arch, mnbt, max_num_seqs, max_model_len, limits)
+    return tokens, items
+
+
+def encoder_profiled(runner: str, version: tuple[int, int, int]) -> bool:
+    """Whether the profile runs the encoder pass: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/
+    model_runner.py) has no multimodal step through 0.26 and calls ``profile_encoder_cache`` with the
+    same budget from 0.27; the V1 runner always profiles it."""
+    return runner == "v1" or version >= (0, 27)

@@ -1,0 +1,173 @@
+"""CUDA graphs by model runner: which runner a release picks, what the KV budget reserves, and the
+warning when the memory outside gpu_memory_utilization cannot hold the graphs that are not reserved.
+
+vLLM sources read per release (the PyPI wheels, identical to the repository tags):
+vllm/config/vllm.py (VllmConfig.use_v2_model_runner, DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES),
+vllm/v1/worker/gpu_worker.py (determine_available_memory), vllm/v1/worker/gpu_model_runner.py and
+vllm/v1/worker/gpu/model_runner.py (profile_cudagraph_memory of the V1 and V2 runners).
+"""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.cuda_graphs import (
+    V1_MIN_PER_GRAPH,
+    capture_sizes,
+    captured_bytes,
+    full_decode_sizes,
+    model_runner,
+    reserved_bytes,
+    v1_estimate_bytes,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.quant import resolve_quant
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import version_info
+from planner_helpers import H200, config
+
+GIB = 1 << 30
+
+
+def _runner(name: str, version: str) -> str:
+    arch = resolve(config(name))
+    return model_runner(arch, version_info(version), resolve_quant(arch.quant_config, None))
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "runner"),
+    [
+        # before 0.22 there is no default-V2 path
+        ("meta-llama__Meta-Llama-3.1-8B", "0.21.0", "v1"),
+        # 0.22: only Qwen3ForCausalLM, dense and unquantized
+        ("meta-llama__Meta-Llama-3.1-8B", "0.22.1", "v1"),
+        ("Qwen__Qwen3-8B", "0.22.1", "v2"),
+        # 0.23: Llama / Mistral / Qwen3, dense and unquantized
+        ("meta-llama__Meta-Llama-3.1-8B", "0.23.0", "v2"),
+        ("Qwen__Qwen3-32B-FP8", "0.23.0", "v1"),
+        # 0.24: the listed architectures, quantized or MoE too; nothing else
+        ("Qwen__Qwen3-32B-FP8", "0.24.0", "v2"),
+        ("meta-llama__Meta-Llama-3.1-8B", "0.24.0", "v2"),
+        ("Qwen__Qwen3-30B-A3B", "0.24.0", "v1"),
+        ("deepseek-ai__DeepSeek-V3", "0.24.0", "v1"),
+        ("Qwen__Qwen3-VL-8B-Instruct", "0.24.0", "v1"),
+        # 0.25-0.28: every dense model, MoE only when listed
+        ("Qwen__Qwen3-VL-8B-Instruct", "0.25.1", "v2"),
+        ("mistralai__Mixtral-8x7B-v0.1", "0.25.1", "v1"),
+        ("Qwen__Qwen3-30B-A3B", "0.28.0", "v1"),
+        ("openai__gpt-oss-20b", "0.27.1", "v1"),
+        # 0.29+: every model
+        ("Qwen__Qwen3-30B-A3B", "0.29.0", "v2"),
+        ("deepseek-ai__DeepSeek-V3", "0.33.0", "v2"),
+    ],
+)
+def test_model_runner_by_release(name: str, version: str, runner: str) -> None:
+    assert _runner(name, version) == runner
+
+
+def test_capture_list_matches_vllm_log() -> None:
+    """max_num_seqs 256: "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)"
+    (https://github.com/vllm-project/vllm/pull/39559, a V1-runner startup log)."""
+    sizes = capture_sizes(256, 8192, 512)
+    assert (len(sizes), sizes[-1]) == (51, 512)
+    assert full_decode_sizes(sizes, 256) == 35
+    assert max(s for s in sizes if s <= 256) == 256
+    # capped by max_num_batched_tokens
+    assert capture_sizes(256, 100, 512)[-1] == 96
+
+
+def test_v1_estimate_is_first_capture_plus_per_graph_extrapolation() -> None:
+    """profile_cudagraph_memory (gpu_model_runner.py, 0.20-0.33): max(first capture) + per mode
+    max(second capture, 1 MiB) x (n - 1)."""
+    arch = resolve(config("Qwen__Qwen3-8B"))
+    shape = (arch, 51, 512, 1, 2, arch.attention_layers, arch.layer_mlp)
+    first = captured_bytes(arch, 1, 512, 1, 2, arch.attention_layers, arch.layer_mlp)
+    est = v1_estimate_bytes(*shape, 35)
+    piecewise = max((arch.attention_layers + 2) * 32 * 1024, V1_MIN_PER_GRAPH)
+    assert est == first + 50 * piecewise + 34 * V1_MIN_PER_GRAPH
+    # PIECEWISE only: no FULL term
+    assert v1_estimate_bytes(*shape) == first + 50 * piecewise
+
+
+def test_qwen3_8b_v1_estimate_against_vllm_log() -> None:
+    """Qwen3-8B, vLLM 0.21.0, RTX A5000, offline LLM() (max_num_seqs 256, max_num_batched_tokens 8192):
+    "Estimated CUDA graph memory: 0.52 GiB total" (https://github.com/LMCache/LMCache/issues/3430).
+    The shape model of the first capture is not exact; this pins how far it is."""
+    r = plan(
+        config("Qwen__Qwen3-8B"),
+        {"name": "NVIDIA RTX A5000", "memory_mib": 24564, "count": 1, "compute_capability": "8.6"},
+        options={
+            "vllm_version": "0.21.0",
+            "gpu_memory_utilization": 0.9764,
+            "max_model_len": 16384,
+            "max_num_seqs": 256,
+            "max_num_batched_tokens": 8192,
+            "workload": "batch",
+        },
+    )
+    reserved = r["per_gpu"]["cuda_graph_reserved_bytes"] / GIB
+    assert reserved == pytest.approx(0.52, rel=0.25)
+
+
+def test_reserved_by_runner_and_release() -> None:
+    captured, estimate = 10.0, 8.0
+    assert reserved_bytes("v1", version_info("0.19.1"), captured, estimate) == 0  # graphs outside
+    assert reserved_bytes("v1", version_info("0.24.0"), captured, estimate) == estimate
+    assert reserved_bytes("v2", version_info("0.24.0"), captured, estimate) == 0  # returns 0
+    assert reserved_bytes("v2", version_info("0.28.0"), captured, estimate) == 0
+    assert reserved_bytes("v2", version_info("0.29.0"), captured, estimate) == captured  # measured
+    assert reserved_bytes("v2", version_info("0.34.0"), captured, estimate) == captured  # after capture
+
+
+def _plan(name: str, version: str, **options: object) -> dict:
+    return plan(config(name), H200, options={"vllm_version": version, **options})
+
+
+def test_v2_runner_leaves_the_graphs_outside_the_budget() -> None:
+    """0.24 with the V2 runner (Llama) subtracts nothing for graphs; the V1 runner (the same model
+    forced off the default list by its architecture name) subtracts its estimate."""
+    v2 = _plan("meta-llama__Meta-Llama-3.1-8B", "0.24.0", max_num_seqs=256, max_model_len=32768)
+    cfg = config("meta-llama__Meta-Llama-3.1-8B")
+    cfg["architectures"] = ["Olmo2ForCausalLM"]  # dense, not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+    assert model_runner(resolve(cfg), version_info("0.24.0"), resolve_quant(None, None)) == "v1"
+    v1 = plan(cfg, H200, options={"vllm_version": "0.24.0", "max_num_seqs": 256, "max_model_len": 32768})
+    assert v2["per_gpu"]["cuda_graph_reserved_bytes"] == 0
+    assert v1["per_gpu"]["cuda_graph_reserved_bytes"] > 256 << 20
+    assert v2["per_gpu"]["cuda_graph_bytes"] == v1["per_gpu"]["cuda_graph_bytes"]
+    assert v2["available_kv_cache_bytes"] - v1["available_kv_cache_bytes"] == pytest.approx(
+        v1["per_gpu"]["cuda_graph_reserved_bytes"], abs=1
+    )
+
+
+def _graph_warnings(r: dict) -> list[str]:
+    return [w for w in r["warnings"] if "CUDA graphs" in w]
+
+
+def test_warning_when_outside_memory_cannot_hold_unreserved_graphs() -> None:
+    """H200 at gpu_memory_utilization 0.995 leaves ~0.2 GiB outside the budget once the CUDA context is
+    counted: the V2 runner's unreserved graphs do not fit; the V1 runner of 0.21 reserved them."""
+    v2 = _plan("meta-llama__Meta-Llama-3.1-8B", "0.24.0", gpu_memory_utilization=0.995)
+    (line,) = _graph_warnings(v2)
+    assert "gpu_memory_utilization 0.995" in line and "V2 model runner" in line
+    assert "lower gpu_memory_utilization to 0.99 or set enforce_eager" in line
+    # the suggested value is enough, and eager needs no room
+    assert (
+        _graph_warnings(_plan("meta-llama__Meta-Llama-3.1-8B", "0.24.0", gpu_memory_utilization=0.99)) == []
+    )
+    assert (
+        _graph_warnings(
+            _plan("meta-llama__Meta-Llama-3.1-8B", "0.24.0", gpu_memory_utilization=0.995, enforce_eager=True)
+        )
+        == []
+    )
+    assert (
+        _graph_warnings(_plan("meta-llama__Meta-Llama-3.1-8B", "0.21.0", gpu_memory_utilization=0.995)) == []
+    )
+    # before 0.20 the V1 runner reserved nothing either
+    (old,) = _graph_warnings(_plan("meta-llama__Meta-Llama-3.1-8B", "0.19.1", gpu_memory_utilization=0.995))
+    assert "V1 model runner" in old
+
+
+def test_extensible_cache_measures_the_graphs() -> None:
+    r = _plan("meta-llama__Meta-Llama-3.1-8B", "0.34.0")
+    assert r["per_gpu"]["cuda_graph_reserved_bytes"] == r["per_gpu"]["cuda_graph_bytes"] > 0
+    assert _graph_warnings(r) == []

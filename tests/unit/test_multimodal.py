@@ -1,0 +1,117 @@
+"""The multimodal encoder pass of vLLM's profile: which modality, how many items, and its memory.
+
+vLLM sources (0.24.0): vllm/multimodal/encoder_budget.py (MultiModalBudget._get_max_items),
+vllm/v1/core/encoder_cache_manager.py (compute_mm_encoder_budget), vllm/v1/worker/gpu_model_runner.py
+(profile_run), vllm/model_executor/models/qwen2_vl.py and qwen3_vl.py (get_mm_max_tokens_per_item).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError, plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.multimodal import (
+    encoder_items,
+    max_tokens_per_item,
+)
+from planner_helpers import H200, config
+
+QWEN3_VL = "Qwen__Qwen3-VL-8B-Instruct"
+
+
+def test_qwen3_vl_tokens_per_item() -> None:
+    """16777216 image pixels / (16 x 2)^2 = 16384 tokens; video: two frames at 25165824 // 2 pixels."""
+    arch = resolve(config(QWEN3_VL))
+    assert max_tokens_per_item(arch, 262144) == {"image": 16384, "video": 12288}
+
+
+def test_encoder_budget_matches_vllm_log() -> None:
+    """max_num_batched_tokens 8192 < 16384 tokens per image: "Encoder cache will be initialized with a
+    budget of 16384 tokens, and profiled with 1 image items of the maximum feature size."
+    (https://github.com/noonghunna/club-3090/issues/1047, a Qwen3-VL-processor model on vLLM)."""
+    arch = resolve(config(QWEN3_VL))
+    assert encoder_items(arch, 8192, 256, 262144, {}) == (16384, 1)
+    # a larger batch budget runs more items of the same modality
+    assert encoder_items(arch, 32768, 256, 262144, {}) == (16384, 2)
+    # one request at a time, one image per prompt: still budget // tokens is not the limit, requests are
+    assert encoder_items(arch, 65536, 1, 262144, {"image": 1}) == (16384, 1)
+    # images off: the video modality is profiled instead; both off: no encoder pass
+    assert encoder_items(arch, 8192, 256, 262144, {"image": 0}) == (12288, 1)
+    assert encoder_items(arch, 8192, 256, 262144, {"image": 0, "video": 0}) == (0, 0)
+
+
+def test_qwen2_vl_video_frames_follow_max_model_len() -> None:
+    """Qwen2-VL / Qwen2.5-VL (patch 14, max_pixels 12845056 = 16384 tokens per image): a video holds the
+    most frames (at most 14, padded to pairs) whose tokens fit max_model_len. The Qwen3-VL tower is
+    reused with the Qwen2.5-VL processor rules (no Qwen2.5-VL config.json is in the fixtures)."""
+    base = resolve(config(QWEN3_VL))
+    arch = replace(base, model_type="qwen2_5_vl", vision=replace(base.vision, patch=14))
+    assert max_tokens_per_item(arch, 16384) == {"image": 16384, "video": 16384}
+    assert max_tokens_per_item(arch, 65536) == {"image": 16384, "video": 65536}
+    assert max_tokens_per_item(arch, 128000) == {"image": 16384, "video": 7 * 16384}  # 14 frames
+    assert encoder_items(arch, 8192, 256, 128000, {}) == (7 * 16384, 1)
+
+
+def _act(**options: object) -> int:
+    r = plan(config(QWEN3_VL), H200, options={"vllm_version": "0.24.0", "max_model_len": 32768, **options})
+    assert r["feasible"], r["errors"]
+    return r["per_gpu"]["activation_peak_bytes"]
+
+
+def test_limits_and_batch_move_the_profiled_peak() -> None:
+    text_only = _act(language_model_only=True)
+    default = _act()
+    # the encoder pass of one 16384-token image is far above the text-only peak
+    assert default > 1.5 * text_only
+    assert _act(limit_mm_per_prompt={"image": 0, "video": 0}) == text_only
+    # video only: fewer tokens per item
+    assert text_only < _act(limit_mm_per_prompt='{"image": 0}') < default
+    # two images per batch at max_num_batched_tokens 32768
+    assert _act(max_num_batched_tokens=32768) > 1.8 * default - text_only
+
+
+def test_limit_mm_per_prompt_goes_to_vllm() -> None:
+    r = plan(config(QWEN3_VL), H200, options={"vllm_version": "0.24.0", "limit_mm_per_prompt": {"image": 2}})
+    args = r["vllm_args"]
+    assert args[args.index("--limit-mm-per-prompt") + 1] == '{"image": 2}'
+
+
+@pytest.mark.parametrize("bad", ['{"image": -1}', "image=2", {"image": True}, [1]])
+def test_limit_mm_per_prompt_rejects_bad_values(bad: object) -> None:
+    with pytest.raises(PlanInputError, match="limit_mm_per_prompt"):
+        plan(config(QWEN3_VL), H200, options={"limit_mm_per_prompt": bad})
+
+
+def test_weights_include_the_encoder() -> None:
+    with_towers = plan(config(QWEN3_VL), H200, options={"vllm_version": "0.24.0"})
+    text = plan(config(QWEN3_VL), H200, options={"vllm_version": "0.24.0", "language_model_only": True})
+    tower = with_towers["per_gpu"]["weights_bytes"] - text["per_gpu"]["weights_bytes"]
+    # the ~0.58 B-parameter Qwen3-VL-8B vision tower and merger in bf16
+    assert 0.9 * (1 << 30) < tower < 1.3 * (1 << 30)
+
+
+def test_v2_runner_before_0_27_does_not_profile_the_encoder() -> None:
+    """0.25/0.26 pick the V2 runner for dense Qwen3-VL; its profile_run has no encoder step until 0.27
+    (vllm/v1/worker/gpu/model_runner.py), so the KV cache gets the encoder's runtime memory."""
+
+    def run(version: str, **options: object) -> dict:
+        r = plan(config(QWEN3_VL), H200, options={"vllm_version": version, "max_model_len": 32768, **options})
+        assert r["feasible"], r["errors"]
+        return r
+
+    v1, v2, v2_27 = run("0.24.0"), run("0.25.1"), run("0.27.1")
+    text = run("0.25.1", language_model_only=True)
+    assert v2["per_gpu"]["activation_peak_bytes"] == text["per_gpu"]["activation_peak_bytes"]
+    assert v2_27["per_gpu"]["activation_peak_bytes"] == v1["per_gpu"]["activation_peak_bytes"]
+    (line,) = [w for w in v2["warnings"] if "vision encoder" in w]
+    assert "V2 model runner does not profile the vision encoder" in line
+    assert "lower gpu_memory_utilization to 0.91" in line
+    # the suggested value keeps the encoder's runtime peak out of the KV cache
+    lowered = run("0.25.1", gpu_memory_utilization=0.91)
+    assert lowered["available_kv_cache_bytes"] <= (
+        v2["available_kv_cache_bytes"]
+        - (v1["per_gpu"]["activation_peak_bytes"] - v2["per_gpu"]["activation_peak_bytes"])
+    )
+    assert all("does not profile" not in w for w in v2_27["warnings"])
