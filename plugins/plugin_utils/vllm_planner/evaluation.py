@@ -12,6 +12,7 @@ from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, cudagraph_bytes, stage_memory
 from .quant import QuantSpec
+from .sampler import sm_count
 from .versions import VersionInfo
 from .weights import get_pp_indices, stage_bytes, tower_bytes
 
@@ -140,6 +141,7 @@ def _stage_statics(
         ctx.block_size,
         ctx.vinfo.version,
         ctx.gpu.cc,
+        ctx.gpu.name,
         ctx.max_loras,
         ctx.max_lora_rank,
     )
@@ -161,7 +163,19 @@ def _stage_statics(
         kinds = arch.layer_kinds[start:end]
         mlp = arch.layer_mlp[start:end]
         act = activation_peak(
-            arch, mnbt, seqs, tp, ctx.d, rank == pp - 1, ctx.vinfo, kinds, mlp, rank == 0, ctx.towers
+            arch,
+            mnbt,
+            seqs,
+            tp,
+            ctx.d,
+            rank == pp - 1,
+            ctx.vinfo,
+            kinds,
+            mlp,
+            rank == 0,
+            ctx.towers,
+            sm_count(ctx.gpu.name),
+            ctx.gpu.cc,
         )
         lay = _layout(ctx, tp, pp, rank)
         graphs = cudagraph_bytes(arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)

@@ -6,7 +6,8 @@ from a config; it is estimated here from the shapes that produce it:
 * activation peak A: one dummy forward of `max_num_batched_tokens` tokens without KV cache
   (residual + normed hidden states, the widest of gate/up+activation, fused-MoE workspaces and
   q/k/v); on the last PP stage the dummy sampler pass that follows it (fp32 logits plus the
-  top-k/top-p temporaries over min(max_num_seqs, mnbt) rows), which usually sets the peak; and
+  top-k/top-p temporaries over min(max_num_seqs, mnbt) rows, see sampler.py), which usually sets
+  the peak; and
   the encoder pass of multimodal models;
 * CUDA graphs G: piecewise graphs keep each piece's outputs (q/k/v, attention output, residual)
   for the largest capture size alive in the shared pool, plus the intermediates of one piece and
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from .config import ModelArch
 from .errors import GIB, MIB
 from .gpu import GpuSpec
+from .sampler import DEFAULT_SMS, sampler_bytes
 from .versions import VersionInfo
 
 CUDA_CONTEXT = 512 * MIB  # measured 527 MiB on H200 / torch 2.11 (lazy module loading)
@@ -33,21 +35,6 @@ MISC_NON_TORCH = 64 * MIB  # attention-backend workspaces and allocator slack
 GRAPH_EXEC_BYTES = 32 * 1024  # device memory of one instantiated CUDA graph
 EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUDA)
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
-# Buffers alive at the peak of the profile's dummy sampler pass, bytes per logit (rows x vocab).
-# PyTorch top-k/top-p path (sorts the logits): fp32 logits 4, sort values 4 + int64 indices 8, softmax
-# of the sorted logits 4, its cumulative sum 4, top-k and top-p masks 1 + 1, logits scattered back 4,
-# probabilities 4, exponential noise 4.
-SAMPLER_SORT_BYTES = 4 + 4 + 8 + 4 + 4 + 1 + 1 + 4 + 4 + 4
-# Fused top-k/top-p sampling kernels (no sort is materialised): fp32 logits 4, scaled logits 4, probs 4.
-SAMPLER_FUSED_BYTES = 4 + 4 + 4
-
-
-def sampler_bytes_per_logit(vinfo: VersionInfo) -> int:
-    """0.8.x sampled with FlashInfer's fused kernels by default; 0.9-0.19 with the PyTorch sort path;
-    0.20+ with fused top-k/top-p kernels again."""
-    if vinfo.version < (0, 9) or vinfo.version >= (0, 20):
-        return SAMPLER_FUSED_BYTES
-    return SAMPLER_SORT_BYTES
 
 
 def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: set[str]) -> float:
@@ -96,6 +83,8 @@ def activation_peak(
     stage_mlp: tuple[str, ...],
     first_stage: bool,
     towers: bool,
+    num_sms: int = DEFAULT_SMS,
+    cc: tuple[int, int] = (9, 0),
 ) -> float:
     tokens = mnbt
     H = arch.hidden_size
@@ -109,7 +98,7 @@ def activation_peak(
     if last_stage:
         # The sampler runs after the forward pass; the torch peak is the larger of the two.
         rows = min(max_num_seqs, mnbt)
-        a = max(a, rows * arch.vocab_size * sampler_bytes_per_logit(vinfo) + rows * H * d)
+        a = max(a, tokens * H * d + sampler_bytes(vinfo, rows, arch.vocab_size, H, d, num_sms, cc))
     if first_stage and towers and arch.vision is not None:
         a = max(a, _encoder_activation(arch, mnbt, tp, d))
     return a

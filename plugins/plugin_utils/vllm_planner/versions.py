@@ -143,6 +143,13 @@ class VersionInfo:
     kv_error_link: bool
     # 0.27+: non-KV memory measured as consumed + transient peak (numerically the same decomposition).
     profile_consumed: bool
+    # The profile's dummy sampler pass uses FlashInfer's top-k/top-p kernels: 0.8.x (FlashInfer < 0.2.3, as
+    # its images ship it) and 0.21+ (VLLM_USE_FLASHINFER_SAMPLER defaults to on, flashinfer-python a hard
+    # dependency since 0.12). 0.9-0.11 used it only when the optional extra was installed; 0.12-0.20 only
+    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag).
+    flashinfer_sampler: bool
+    # 0.17+: PyTorch path masks top-k/top-p with the Triton kernel for >= 8 rows instead of sorting.
+    triton_topk: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # No version was given: planned for DEFAULT_VLLM_VERSION.
@@ -202,6 +209,8 @@ def version_info(text: str | None) -> VersionInfo:
         kv_error_variant=variant,
         kv_error_link=v >= (0, 13),
         profile_consumed=v >= (0, 27),
+        flashinfer_sampler=v < (0, 9) or v >= (0, 21),
+        triton_topk=v >= (0, 17),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
