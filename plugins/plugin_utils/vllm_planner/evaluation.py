@@ -194,7 +194,9 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     weights_fit = True
     null_block = ctx.vinfo.null_block_in_check
     for w, act, graphs, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
-        mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp)
+        mem = stage_memory(
+            ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt
+        )
         if ctx.kv_cache_memory_bytes is not None:
             # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.
             mem = replace(mem, available_kv=ctx.kv_cache_memory_bytes)

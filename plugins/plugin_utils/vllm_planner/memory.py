@@ -21,17 +21,34 @@ import math
 from dataclasses import dataclass
 
 from .config import ModelArch
-from .errors import GIB, MIB
+from .errors import GIB
 from .gpu import GpuSpec
+from .non_torch import (
+    CUDA_CONTEXT,
+    CUSTOM_ALLREDUCE,
+    MISC_NON_TORCH,
+    NCCL_BASE,
+    NCCL_PER_PEER,
+    in_budget_non_torch,
+    nccl_bytes,
+    pre_snapshot_bytes,
+)
 from .sampler import DEFAULT_SMS, sampler_bytes
+
+__all__ = [
+    "CUDA_CONTEXT",
+    "CUSTOM_ALLREDUCE",
+    "MISC_NON_TORCH",
+    "NCCL_BASE",
+    "NCCL_PER_PEER",
+    "StageMemory",
+    "activation_peak",
+    "cudagraph_bytes",
+    "nccl_bytes",
+    "stage_memory",
+]
 from .versions import VersionInfo
 
-CUDA_CONTEXT = 512 * MIB  # measured 527 MiB on H200 / torch 2.11 (lazy module loading)
-CUBLAS_WORKSPACE = 192 * MIB  # cuBLAS + cuBLASLt handles (bf16 matmul + linear), measured on H200
-NCCL_BASE = 512 * MIB  # communicator buffers of a multi-GPU worker
-NCCL_PER_PEER = 32 * MIB
-CUSTOM_ALLREDUCE = 32 * MIB  # IPC buffers of vLLM's custom all-reduce (TP > 1, single node)
-MISC_NON_TORCH = 64 * MIB  # attention-backend workspaces and allocator slack
 GRAPH_EXEC_BYTES = 32 * 1024  # device memory of one instantiated CUDA graph
 EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUDA)
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
@@ -126,10 +143,6 @@ def cudagraph_bytes(
     return outputs + inner + graphs * GRAPH_EXEC_BYTES
 
 
-def nccl_bytes(world: int) -> int:
-    return 0 if world <= 1 else NCCL_BASE + NCCL_PER_PEER * (world - 1)
-
-
 @dataclass(frozen=True, slots=True)
 class StageMemory:
     total: int  # CUDA total T
@@ -152,22 +165,15 @@ def stage_memory(
     graphs: float,
     world: int,
     tp: int,
+    pp: int = 1,
+    hidden: int = 0,
+    d: int = 2,
+    mnbt: int = 0,
 ) -> StageMemory:
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
-    if vinfo.absolute_budget:
-        pre = 0
-    elif vinfo.nccl_in_budget:
-        pre = CUDA_CONTEXT
-    else:
-        pre = CUDA_CONTEXT + nccl
-    if vinfo.cublas_before_snapshot:
-        pre += CUBLAS_WORKSPACE
-    non_torch = MISC_NON_TORCH + (0 if vinfo.cublas_before_snapshot else CUBLAS_WORKSPACE)
-    if tp > 1 and (vinfo.nccl_in_budget or vinfo.absolute_budget):
-        non_torch += CUSTOM_ALLREDUCE
-    if vinfo.nccl_in_budget:
-        non_torch += nccl
+    pre = pre_snapshot_bytes(vinfo, world)
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt)
     W = int(weights)
     A = int(activation)
     G = int(graphs)

@@ -150,6 +150,12 @@ class VersionInfo:
     flashinfer_sampler: bool
     # 0.17+: PyTorch path masks top-k/top-p with the Triton kernel for >= 8 rows instead of sorting.
     triton_topk: bool
+    # 0.17+: -O2 enables the FlashInfer all-reduce + RMSNorm fusion on Hopper/Blackwell TP (no PP), whose
+    # IPC workspace is created when the profile run compiles the model (after the snapshot).
+    allreduce_rms_fusion: bool
+    # 0.29+: the standalone FlashInfer all-reduce is on by default (VLLM_ALLREDUCE_USE_FLASHINFER=1) and
+    # creates the same workspace on the first all-reduce, with PP too.
+    flashinfer_allreduce: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # No version was given: planned for DEFAULT_VLLM_VERSION.
@@ -211,6 +217,8 @@ def version_info(text: str | None) -> VersionInfo:
         profile_consumed=v >= (0, 27),
         flashinfer_sampler=v < (0, 9) or v >= (0, 21),
         triton_topk=v >= (0, 17),
+        allreduce_rms_fusion=v >= (0, 17),
+        flashinfer_allreduce=v >= (0, 29),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
