@@ -9,6 +9,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     SORT_BYTES,
     sampler_bytes,
     sampler_path,
+    sampler_state_bytes,
     sm_count,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import version_info
@@ -130,3 +131,21 @@ def test_0_19_triton_path_on_an_a100() -> None:
     # 256 rows x 201088 vocab: the sort path of 0.12-0.16 costs 24 B/logit more than 0.19's Triton masking
     gap = sort_era["per_gpu"]["activation_peak_bytes"] - r["per_gpu"]["activation_peak_bytes"]
     assert abs(gap - (256 * 201088 * 24 - 108 * 201088 * 4)) < 1 << 20
+
+
+def test_0_34_runner_keeps_penalty_state_per_request() -> None:
+    # vllm/v1/worker/gpu/sample/penalties.py (0.34.0): output_bin_counts [max_num_reqs, vocab] int32 and
+    # prompt_bin_mask [max_num_reqs, cdiv(vocab, 32)] int32
+    qwen = resolve(config("Qwen__Qwen3-8B"))
+    v = qwen.vocab_size
+    assert sampler_state_bytes(version_info("0.34.0"), 256, v) == 256 * (v + -(-v // 32)) * 4
+    assert sampler_state_bytes(version_info("0.33.0"), 256, v) == 0
+    opts = {
+        "tensor_parallel_size": 1,
+        "max_model_len": 16384,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 8192,
+        "gpu_memory_utilization": 0.9,
+    }
+    r34 = plan(config("Qwen__Qwen3-8B"), gpu(H100, count=1), options=dict(opts, vllm_version="0.34.0"))
+    assert r34["per_gpu"]["non_torch_bytes"] >= 256 * v * 4

@@ -12,7 +12,7 @@ from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, cudagraph_bytes, stage_memory
 from .quant import QuantSpec
-from .sampler import sm_count
+from .sampler import sampler_state_bytes, sm_count
 from .versions import VersionInfo
 from .weights import get_pp_indices, stage_bytes, tower_bytes
 
@@ -193,9 +193,10 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     l_fit = length
     weights_fit = True
     null_block = ctx.vinfo.null_block_in_check
-    for w, act, graphs, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
+    for rank, (w, act, graphs, lay) in enumerate(_stage_statics(ctx, tp, pp, mnbt, seqs)):
+        state = sampler_state_bytes(ctx.vinfo, seqs, ctx.arch.vocab_size) if rank == pp - 1 else 0
         mem = stage_memory(
-            ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt
+            ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt, state
         )
         if ctx.kv_cache_memory_bytes is not None:
             # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.

@@ -169,11 +169,14 @@ def stage_memory(
     hidden: int = 0,
     d: int = 2,
     mnbt: int = 0,
+    runner_state: int = 0,
 ) -> StageMemory:
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
     pre = pre_snapshot_bytes(vinfo, world)
-    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt)
+    # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
+    # counted with the non-torch growth as memory that is neither weights nor the profile's peak
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt) + runner_state
     W = int(weights)
     A = int(activation)
     G = int(graphs)

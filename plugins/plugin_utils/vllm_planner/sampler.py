@@ -138,3 +138,15 @@ def sampler_bytes(
     # torch.rand_like(hidden_states) of the sampled rows, next to the rows gathered by _dummy_run
     total += 2 * rows * hidden * d
     return total
+
+
+def sampler_state_bytes(vinfo: VersionInfo, max_num_seqs: int, vocab: int) -> int:
+    """Persistent per-request vocabulary buffers of the sampler (last PP stage), outside the profile peak.
+
+    The GPU model runner of 0.34 (vllm/v1/worker/gpu/sample/penalties.py, PenaltiesState) allocates
+    output_bin_counts (max_num_reqs x vocab, int32) and prompt_bin_mask (max_num_reqs x cdiv(vocab, 32),
+    int32) in load_model after the weights are measured; the consumed-memory measurement counts them.
+    """
+    if not vinfo.v2_model_runner or max_num_seqs <= 0 or vocab <= 0:
+        return 0
+    return max_num_seqs * (vocab + -(-vocab // 32)) * 4

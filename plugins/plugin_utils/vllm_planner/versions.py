@@ -153,6 +153,9 @@ class VersionInfo:
     # 0.17+: -O2 enables the FlashInfer all-reduce + RMSNorm fusion on Hopper/Blackwell TP (no PP), whose
     # IPC workspace is created when the profile run compiles the model (after the snapshot).
     allreduce_rms_fusion: bool
+    # 0.34+: only the GPU model runner of vllm/v1/worker/gpu/ exists (0.22-0.33 used it for some dense,
+    # unquantized architectures only), with its persistent penalty state per request.
+    v2_model_runner: bool
     # 0.29+: the standalone FlashInfer all-reduce is on by default (VLLM_ALLREDUCE_USE_FLASHINFER=1) and
     # creates the same workspace on the first all-reduce, with PP too.
     flashinfer_allreduce: bool
@@ -219,6 +222,7 @@ def version_info(text: str | None) -> VersionInfo:
         triton_topk=v >= (0, 17),
         allreduce_rms_fusion=v >= (0, 17),
         flashinfer_allreduce=v >= (0, 29),
+        v2_model_runner=v >= (0, 34),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
