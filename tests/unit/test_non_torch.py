@@ -79,3 +79,18 @@ def test_planned_kv_budget_pays_for_the_workspace_at_tp2_on_hopper() -> None:
     # Llama-70B: hidden 8192, tokens = 64 MiB / 16 KiB = 4096: 4 x 2 x 4096 x 8192 x 2 + 2 MiB = 514 MiB
     gap = tp2["per_gpu"]["non_torch_bytes"] - v16["per_gpu"]["non_torch_bytes"]
     assert gap == 514 * MIB
+
+
+def test_workspace_tokens_match_vllm_log_at_tp2_and_tp4() -> None:
+    # https://github.com/jgchn/llm-d-planner/blob/a95e9f62e5de8cb5d2beb5f5279e7271a231416d/accuracy/results/v0.19.0/logs/meta-llama-llama-3-1-8b---h100-80gb--tp2pp1dp1--8192.log
+    # and ...--tp4pp1dp1--8192.log (vLLM 0.19.0, Llama-3.1-8B on H100): "Initialized FlashInfer All Reduce
+    # workspace: backend=trtllm, world_size=2, ..., max_token_num=8192, hidden_dim=4096" and world_size=4
+    # with max_token_num=256. The workspace is tp x tokens x hidden x 2 x 4 (+ flags) per rank.
+    v19 = version_info("0.19.0")
+    for tp, tokens in ((2, 8192), (4, 256)):
+        want = tp * tokens * H * 2 * 4 + 2 * MIB
+        assert flashinfer_allreduce_workspace(v19, tp, 1, HOPPER, H, 2, 8192) == want
+    # The same logs put "non-torch forward increase memory" at 0.25 GiB (TP 1), 2.07 GiB (TP 2) and
+    # 2.13 GiB (TP 4): the workspace is part of it; the planner stays below what vLLM measured.
+    for tp, logged in ((1, 0.25), (2, 2.07), (4, 2.13)):
+        assert in_budget_non_torch(v19, tp, tp, 1, HOPPER, H, 2, 8192) / GIB <= logged + 0.01

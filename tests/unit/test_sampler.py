@@ -149,3 +149,12 @@ def test_0_34_runner_keeps_penalty_state_per_request() -> None:
     }
     r34 = plan(config("Qwen__Qwen3-8B"), gpu(H100, count=1), options=dict(opts, vllm_version="0.34.0"))
     assert r34["per_gpu"]["non_torch_bytes"] >= 256 * v * 4
+
+
+def test_0_19_torch_peak_of_llama_8b_on_an_h100_matches_vllm_log() -> None:
+    # https://github.com/jgchn/llm-d-planner/blob/a95e9f62e5de8cb5d2beb5f5279e7271a231416d/accuracy/results/v0.19.0/logs/meta-llama-llama-3-1-8b---h100-80gb--tp1pp1dp1--8192.log
+    # vLLM 0.19.0, `vllm serve` defaults (1024 sequences, 8192 tokens): "FlashInfer top-p/top-k sampling is
+    # available but disabled by default", then "torch peak memory increase: 1.89GiB".
+    opts = dict(H100_SERVE, vllm_version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
+    r = plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu(H100, count=1), options=opts)
+    assert abs(r["per_gpu"]["activation_peak_bytes"] / GIB - 1.89) < 0.1
