@@ -11,6 +11,7 @@ from .evaluation import Ctx, Evaluation, blocks_per_request, concurrency, evalua
 from .fixes import MIN_USEFUL_CONTEXT, memory_errors
 from .memory import activation_peak
 from .multimodal import encoder_profile, encoder_profiled, max_tokens_per_item
+from .sampler import sm_count
 from .settings import Notes, Settings, fmt_gib
 from .weights import get_pp_indices
 
@@ -222,6 +223,8 @@ def _multimodal_warning(s: Settings, final: Evaluation, mnbt: int, seqs: int) ->
         True,
         ctx.derived_len,
         dict(ctx.mm_limits),
+        num_sms=sm_count(ctx.gpu.name),
+        cc=ctx.gpu.cc,
     )
     extra = max(seen - mem.activation, 0)
     gmu = math.floor((mem.requested - extra) / mem.total * 100) / 100

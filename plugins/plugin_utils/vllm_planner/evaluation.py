@@ -21,6 +21,7 @@ from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, stage_memory
 from .multimodal import encoder_profiled
 from .quant import QuantSpec
+from .sampler import sampler_state_bytes, sm_count
 from .versions import VersionInfo
 from .weights import get_pp_indices, stage_bytes, tower_bytes
 
@@ -142,6 +143,7 @@ def _stage_statics(
         ctx.block_size,
         ctx.vinfo.version,
         ctx.gpu.cc,
+        ctx.gpu.name,
         ctx.max_loras,
         ctx.max_lora_rank,
         ctx.mm_limits,
@@ -180,6 +182,8 @@ def _stage_statics(
             # the encoder budget reads max_model_len; the model's own bounds it from above
             ctx.derived_len,
             dict(ctx.mm_limits),
+            num_sms=sm_count(ctx.gpu.name),
+            cc=ctx.gpu.cc,
         )
         lay = _layout(ctx, tp, pp, rank)
         shape = (arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
@@ -199,8 +203,24 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     l_fit = length
     weights_fit = True
     null_block = ctx.vinfo.null_block_in_check
-    for w, act, graphs, reserved, lay in _stage_statics(ctx, tp, pp, mnbt, seqs):
-        mem = stage_memory(ctx.gpu, ctx.vinfo, gmu, w, act, graphs, world, tp, reserved)
+    for rank, (w, act, graphs, reserved, lay) in enumerate(_stage_statics(ctx, tp, pp, mnbt, seqs)):
+        state = sampler_state_bytes(ctx.vinfo, seqs, ctx.arch.vocab_size) if rank == pp - 1 else 0
+        mem = stage_memory(
+            ctx.gpu,
+            ctx.vinfo,
+            gmu,
+            w,
+            act,
+            graphs,
+            world,
+            tp,
+            reserved,
+            pp=pp,
+            hidden=ctx.arch.hidden_size,
+            d=ctx.d,
+            mnbt=mnbt,
+            runner_state=state,
+        )
         if ctx.kv_cache_memory_bytes is not None:
             # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.
             mem = replace(mem, available_kv=ctx.kv_cache_memory_bytes)

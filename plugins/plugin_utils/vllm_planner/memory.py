@@ -6,7 +6,8 @@ from a config; it is estimated here from the shapes that produce it:
 * activation peak A: one dummy forward of `max_num_batched_tokens` tokens without KV cache
   (residual + normed hidden states, the widest of gate/up+activation, fused-MoE workspaces and
   q/k/v); on the last PP stage the dummy sampler pass that follows it (fp32 logits plus the
-  top-k/top-p temporaries over min(max_num_seqs, mnbt) rows), which usually sets the peak; and
+  top-k/top-p temporaries over min(max_num_seqs, mnbt) rows, see sampler.py), which usually sets
+  the peak; and
   the encoder pass of multimodal models;
 * CUDA graphs G (cuda_graphs.py): what the capture takes and, per model runner and release, what
   of it is reserved inside the budget;
@@ -20,34 +21,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import ModelArch
-from .errors import GIB, MIB
+from .errors import GIB
 from .gpu import GpuSpec
 from .multimodal import encoder_items, max_tokens_per_item
+from .non_torch import (
+    CUDA_CONTEXT,
+    CUSTOM_ALLREDUCE,
+    MISC_NON_TORCH,
+    NCCL_BASE,
+    NCCL_PER_PEER,
+    in_budget_non_torch,
+    nccl_bytes,
+    pre_snapshot_bytes,
+)
+from .sampler import DEFAULT_SMS, sampler_bytes
 from .versions import VersionInfo
 
-CUDA_CONTEXT = 512 * MIB  # measured 527 MiB on H200 / torch 2.11 (lazy module loading)
-CUBLAS_WORKSPACE = 192 * MIB  # cuBLAS + cuBLASLt handles (bf16 matmul + linear), measured on H200
-NCCL_BASE = 512 * MIB  # communicator buffers of a multi-GPU worker
-NCCL_PER_PEER = 32 * MIB
-CUSTOM_ALLREDUCE = 32 * MIB  # IPC buffers of vLLM's custom all-reduce (TP > 1, single node)
-MISC_NON_TORCH = 64 * MIB  # attention-backend workspaces and allocator slack
+__all__ = [
+    "CUDA_CONTEXT",
+    "CUSTOM_ALLREDUCE",
+    "MISC_NON_TORCH",
+    "NCCL_BASE",
+    "NCCL_PER_PEER",
+    "StageMemory",
+    "activation_peak",
+    "nccl_bytes",
+    "stage_memory",
+]
 EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUDA)
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
-# Buffers alive at the peak of the profile's dummy sampler pass, bytes per logit (rows x vocab).
-# PyTorch top-k/top-p path (sorts the logits): fp32 logits 4, sort values 4 + int64 indices 8, softmax
-# of the sorted logits 4, its cumulative sum 4, top-k and top-p masks 1 + 1, logits scattered back 4,
-# probabilities 4, exponential noise 4.
-SAMPLER_SORT_BYTES = 4 + 4 + 8 + 4 + 4 + 1 + 1 + 4 + 4 + 4
-# Fused top-k/top-p sampling kernels (no sort is materialised): fp32 logits 4, scaled logits 4, probs 4.
-SAMPLER_FUSED_BYTES = 4 + 4 + 4
-
-
-def sampler_bytes_per_logit(vinfo: VersionInfo) -> int:
-    """0.8.x sampled with FlashInfer's fused kernels by default; 0.9-0.19 with the PyTorch sort path;
-    0.20+ with fused top-k/top-p kernels again."""
-    if vinfo.version < (0, 9) or vinfo.version >= (0, 20):
-        return SAMPLER_FUSED_BYTES
-    return SAMPLER_SORT_BYTES
 
 
 def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: set[str]) -> float:
@@ -112,6 +114,8 @@ def activation_peak(
     towers: bool,
     max_model_len: int = 0,
     mm_limits: Mapping[str, int] | None = None,
+    num_sms: int = DEFAULT_SMS,
+    cc: tuple[int, int] = (9, 0),
 ) -> float:
     tokens = mnbt
     H = arch.hidden_size
@@ -125,15 +129,11 @@ def activation_peak(
     if last_stage:
         # The sampler runs after the forward pass; the torch peak is the larger of the two.
         rows = min(max_num_seqs, mnbt)
-        a = max(a, rows * arch.vocab_size * sampler_bytes_per_logit(vinfo) + rows * H * d)
+        a = max(a, tokens * H * d + sampler_bytes(vinfo, rows, arch.vocab_size, H, d, num_sms, cc))
     if first_stage and towers and arch.vision is not None:
         peak, kept = _encoder_activation(arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {})
         a = max(a + kept, peak)
     return a
-
-
-def nccl_bytes(world: int) -> int:
-    return 0 if world <= 1 else NCCL_BASE + NCCL_PER_PEER * (world - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,24 +160,20 @@ def stage_memory(
     world: int,
     tp: int,
     graphs_reserved: float | None = None,
+    pp: int = 1,
+    hidden: int = 0,
+    d: int = 2,
+    mnbt: int = 0,
+    runner_state: int = 0,
 ) -> StageMemory:
     """graphs: the CUDA-graph pool captured; graphs_reserved: what of it the release subtracts from the
     KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
-    if vinfo.absolute_budget:
-        pre = 0
-    elif vinfo.nccl_in_budget:
-        pre = CUDA_CONTEXT
-    else:
-        pre = CUDA_CONTEXT + nccl
-    if vinfo.cublas_before_snapshot:
-        pre += CUBLAS_WORKSPACE
-    non_torch = MISC_NON_TORCH + (0 if vinfo.cublas_before_snapshot else CUBLAS_WORKSPACE)
-    if tp > 1 and (vinfo.nccl_in_budget or vinfo.absolute_budget):
-        non_torch += CUSTOM_ALLREDUCE
-    if vinfo.nccl_in_budget:
-        non_torch += nccl
+    pre = pre_snapshot_bytes(vinfo, world)
+    # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
+    # counted with the non-torch growth as memory that is neither weights nor the profile's peak
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt) + runner_state
     W = int(weights)
     A = int(activation)
     G = int(graphs)

@@ -143,6 +143,22 @@ class VersionInfo:
     kv_error_link: bool
     # 0.27+: non-KV memory measured as consumed + transient peak (numerically the same decomposition).
     profile_consumed: bool
+    # The profile's dummy sampler pass uses FlashInfer's top-k/top-p kernels: 0.8.x (FlashInfer < 0.2.3, as
+    # its images ship it) and 0.21+ (VLLM_USE_FLASHINFER_SAMPLER defaults to on, flashinfer-python a hard
+    # dependency since 0.12). 0.9-0.11 used it only when the optional extra was installed; 0.12-0.20 only
+    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag).
+    flashinfer_sampler: bool
+    # 0.17+: PyTorch path masks top-k/top-p with the Triton kernel for >= 8 rows instead of sorting.
+    triton_topk: bool
+    # 0.17+: -O2 enables the FlashInfer all-reduce + RMSNorm fusion on Hopper/Blackwell TP (no PP), whose
+    # IPC workspace is created when the profile run compiles the model (after the snapshot).
+    allreduce_rms_fusion: bool
+    # 0.34+: only the GPU model runner of vllm/v1/worker/gpu/ exists (0.22-0.33 used it for some dense,
+    # unquantized architectures only), with its persistent penalty state per request.
+    v2_model_runner: bool
+    # 0.29+: the standalone FlashInfer all-reduce is on by default (VLLM_ALLREDUCE_USE_FLASHINFER=1) and
+    # creates the same workspace on the first all-reduce, with PP too.
+    flashinfer_allreduce: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # No version was given: planned for DEFAULT_VLLM_VERSION.
@@ -202,6 +218,11 @@ def version_info(text: str | None) -> VersionInfo:
         kv_error_variant=variant,
         kv_error_link=v >= (0, 13),
         profile_consumed=v >= (0, 27),
+        flashinfer_sampler=v < (0, 9) or v >= (0, 21),
+        triton_topk=v >= (0, 17),
+        allreduce_rms_fusion=v >= (0, 17),
+        flashinfer_allreduce=v >= (0, 29),
+        v2_model_runner=v >= (0, 34),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
