@@ -143,6 +143,9 @@ class VersionInfo:
     kv_error_link: bool
     # 0.27+: non-KV memory measured as consumed + transient peak (numerically the same decomposition).
     profile_consumed: bool
+    # 0.10.2+: built on torch 2.8, which MXFP4's Triton MoE kernels need (0.10.1 ships torch 2.7.1, so
+    # Hopper falls back to Marlin).
+    torch_28: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # No version was given: planned for DEFAULT_VLLM_VERSION.
@@ -202,6 +205,7 @@ def version_info(text: str | None) -> VersionInfo:
         kv_error_variant=variant,
         kv_error_link=v >= (0, 13),
         profile_consumed=v >= (0, 27),
+        torch_28=v >= (0, 10, 2),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
