@@ -16,8 +16,9 @@ The logged "Model loading took" figures are from the public logs the accuracy ca
 from __future__ import annotations
 
 import pytest
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan, resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.quant import (
+    NONE,
     for_release,
     resolve_quant,
 )
@@ -25,6 +26,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     version_info,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.weights import (
+    checkpoint_bytes,
     mxfp4_backend,
     mxfp4_expert_bytes,
 )
@@ -150,3 +152,13 @@ def test_hopper_release_before_torch_28_loads_more_than_after() -> None:
         return r["per_gpu"]["weights_bytes"] / GIB
 
     assert weights("0.10.1") > weights("0.11.0") + 1.0
+
+
+def test_checkpoint_bytes_are_the_unpadded_blocks_and_scales() -> None:
+    """What the safetensors hold (a weights-index total is compared with this): FP4 blocks and e8m0
+    scales at the config's shapes, biases bf16; none of the per-backend padding or copies."""
+    arch = resolve(config("openai__gpt-oss-20b"))
+    q = resolve_quant(config("openai__gpt-oss-20b")["quantization_config"], None)
+    layers = 24
+    saved = layers * E * 3 * H * INTER * (2 - (0.5 + 1 / 32))
+    assert checkpoint_bytes(arch, NONE, 2) - checkpoint_bytes(arch, q, 2) == pytest.approx(saved, rel=1e-12)

@@ -207,7 +207,7 @@ def mxfp4_expert_bytes(
 
 
 def _mlp_bytes(
-    arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str, cc: tuple[int, int] = (9, 0)
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str, cc: tuple[int, int] | None = None
 ) -> float:
     H = arch.hidden_size
     if kind == "none":
@@ -219,7 +219,12 @@ def _mlp_bytes(
         return _lin(mult * H * inter / tp, bpp)
     moe = arch.moe
     ebpp = q.expert_bpp if q.is_quantized else d
-    if q.method == "mxfp4":
+    if q.method == "mxfp4" and cc is None:  # the checkpoint: unpadded blocks and scales, bf16 biases
+        i = moe.expert_intermediate // tp
+        b = moe.num_experts * 3 * H * i * (0.5 + 1.0 / _MXFP4_BLOCK)
+        if moe.expert_bias:
+            b += moe.num_experts * (2 * i + H) * d
+    elif q.method == "mxfp4":
         b = mxfp4_expert_bytes(moe.num_experts, H, moe.expert_intermediate // tp, cc, q.mxfp4_hopper)
     else:
         b = _lin(moe.num_experts * 3 * H * moe.expert_intermediate / tp, ebpp)
@@ -237,8 +242,9 @@ def _mlp_bytes(
 
 
 def layer_bytes(
-    arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] = (9, 0)
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] | None = None
 ) -> float:
+    """Bytes of decoder layer `i` on one GPU of compute capability `cc` (None: as stored on disk)."""
     kind = arch.layer_kinds[i]
     b = 2 * arch.hidden_size * d  # input / post-attention norms
     if kind == "mamba":
