@@ -50,10 +50,20 @@ def test_v0_defaults_whole_prompt_or_chunked_above_32k() -> None:
 
 
 def test_plan_reports_vllm_without_args_failing_where_its_own_plan_starts() -> None:
-    """vllm-project/vllm#23278: gpt-oss-120b on one H100, vLLM 0.10.1, no flags: 'Available KV cache
-    memory: -2.14 GiB', EngineCore failed to start. The planner's plan caps the length and starts; its
-    prediction for vLLM with its own defaults (131072 tokens, 1024 sequences, 8192 batched) does not."""
+    """vllm-project/vllm#23278: gpt-oss-120b on one H100, vLLM 0.10.1, no flags: 'Model loading took
+    65.9651 GiB', 'Available KV cache memory: -2.14 GiB', EngineCore failed to start. At gmu 0.9 the
+    planner refuses too (the Marlin-padded weights leave too little); at gmu 0.98 its own plan caps the
+    length and starts, while its prediction for vLLM's defaults (131072 tokens, 1024 sequences, 8192
+    batched) still fails."""
     r = plan(config("openai__gpt-oss-120b"), H100, options={"vllm_version": "0.10.1"})
+    assert r["feasible"] is False
+    assert r["vllm_defaults"]["starts"] is False
+    r = plan(
+        config("openai__gpt-oss-120b"),
+        H100,
+        options={"vllm_version": "0.10.1", "gpu_memory_utilization": 0.98},
+    )
+    assert r["feasible"] is True
     d = r["vllm_defaults"]
     assert (d["max_model_len"], d["max_num_seqs"], d["max_num_batched_tokens"]) == (131072, 1024, 8192)
     assert d["starts"] is False

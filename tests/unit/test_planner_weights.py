@@ -113,7 +113,9 @@ def test_online_fp8_quantization_of_bf16_checkpoint() -> None:
     [
         # MXFP4 experts on Ampere use Marlin: intermediate padded to 128 and hidden to 256.
         ("openai__gpt-oss-20b", "8.0", 13.6, 13.8),
-        ("openai__gpt-oss-20b", "9.0", 12.7, 12.9),
+        # Hopper uses the Triton kernels: the scales are held twice (original and swizzled copy) and
+        # the biases cast to fp32; vLLM 0.11 logged 'Model loading took 13.47 GiB' (llm-d-benchmark).
+        ("openai__gpt-oss-20b", "9.0", 13.3, 13.6),
     ],
 )
 def test_mxfp4_weights_by_gpu_generation(fixture: str, cc: str, low: float, high: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -59,6 +59,8 @@ class QuantSpec:
     kv_dtype: str | None  # KV-cache dtype declared by the checkpoint
     online: bool
     ignored: tuple[str, ...]
+    # MXFP4 MoE kernel on Hopper: "triton" (torch 2.8+ releases) or "marlin" (earlier releases).
+    mxfp4_hopper: str = "triton"
 
     @property
     def is_quantized(self) -> bool:
@@ -201,7 +203,12 @@ def _resolve_uncached(q: Mapping[str, Any] | None, option: str | None) -> QuantS
         if q.get("load_in_8bit"):
             bpp = 1.0
         else:
-            bpp = 0.5 + (0.5 / 64 + 4.0 / (64 * 256) if q.get("bnb_4bit_use_double_quant") else 4.0 / 64)
+            # NF4 packs two weights per uint8 with one absmax per 64 weights: fp32, or with double
+            # quantisation uint8 plus one fp32 per 256 absmax. vLLM quantises unquantised checkpoints
+            # itself with compress_statistics=True (double quantisation); pre-quantised ones keep
+            # their own setting.
+            double = not q or bool(q.get("bnb_4bit_use_double_quant"))
+            bpp = 0.5 + (1.0 / 64 + 4.0 / (64 * 256) if double else 4.0 / 64)
         expert = bpp
     elif method == "experts_int8":
         bpp = 2.0
@@ -231,6 +238,23 @@ def _resolve_uncached(q: Mapping[str, Any] | None, option: str | None) -> QuantS
         online,
         ignored,
     )
+
+
+_MARLIN_VARIANTS: dict[int, tuple[QuantSpec, QuantSpec]] = {}
+
+
+def for_release(q: QuantSpec, torch_28: bool) -> QuantSpec:
+    """The spec as one release runs it: before torch 2.8 vLLM has no Triton MXFP4 MoE path on Hopper."""
+    if q.method != "mxfp4" or torch_28:
+        return q
+    hit = _MARLIN_VARIANTS.get(id(q))
+    if hit is not None and hit[0] is q:
+        return hit[1]
+    variant = replace(q, mxfp4_hopper="marlin")
+    if len(_MARLIN_VARIANTS) > 256:
+        _MARLIN_VARIANTS.clear()
+    _MARLIN_VARIANTS[id(q)] = (q, variant)
+    return variant
 
 
 @lru_cache(maxsize=64)

@@ -17,7 +17,7 @@ from .evaluation import Ctx
 from .gpu import GpuSpec
 from .lora import DEFAULT_LORA_RANK
 from .options import PlanOptions
-from .quant import QuantSpec, kv_dtype_bytes, resolve_quant
+from .quant import QuantSpec, for_release, kv_dtype_bytes, resolve_quant
 from .versions import VersionInfo
 from .weights import (
     checkpoint_bytes,
@@ -327,7 +327,7 @@ def settle(
     name = short_name(arch, opts.model_name)
     dtype = resolve_dtype(opts, arch, g, vinfo, notes)
     d = DTYPE_BYTES[dtype]
-    quant = resolve_quantization(opts, arch, notes)
+    quant = for_release(resolve_quantization(opts, arch, notes), vinfo.torch_28)
     kv_eff = resolve_kv_dtype(opts, arch, vinfo, quant, dtype, notes)
     kvb = 1 if kv_eff.startswith("fp8") else kv_dtype_bytes(kv_eff if kv_eff != dtype else "auto", d)
     # A config without a dtype says nothing about the tensors; released checkpoints are 16-bit.

@@ -159,6 +159,9 @@ class VersionInfo:
     # 0.29+: the standalone FlashInfer all-reduce is on by default (VLLM_ALLREDUCE_USE_FLASHINFER=1) and
     # creates the same workspace on the first all-reduce, with PP too.
     flashinfer_allreduce: bool
+    # 0.10.2+: built on torch 2.8, which MXFP4's Triton MoE kernels need (0.10.1 ships torch 2.7.1, so
+    # Hopper falls back to Marlin).
+    torch_28: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # No version was given: planned for DEFAULT_VLLM_VERSION.
@@ -223,6 +226,7 @@ def version_info(text: str | None) -> VersionInfo:
         allreduce_rms_fusion=v >= (0, 17),
         flashinfer_allreduce=v >= (0, 29),
         v2_model_runner=v >= (0, 34),
+        torch_28=v >= (0, 10, 2),
         extrapolated=extrapolated,
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),

@@ -148,23 +148,66 @@ def _mamba_bytes(arch: ModelArch, d: int, tp: int) -> float:
     return (H * 3 * hd + H * hd + hd * H) / tp * d
 
 
-def mxfp4_padded(hidden: int, inter_part: int, cc: tuple[int, int]) -> tuple[int, int]:
-    """MoE dims after vLLM's MXFP4 padding: Marlin (no native FP4: Ampere, Ada) pads the intermediate to
-    128 and hidden to 256; FlashInfer on data-centre Blackwell pads both to 256; Hopper's Triton kernels
-    pad the intermediate to 64."""
+def _up(x: int, m: int) -> int:
+    return -(-x // m) * m
 
-    def up(x: int, m: int) -> int:
-        return -(-x // m) * m
 
+def mxfp4_backend(cc: tuple[int, int], hopper: str = "triton") -> str:
+    """vLLM's MXFP4 MoE backend on a GPU of compute capability `cc` (get_mxfp4_backend): FlashInfer
+    TRT-LLM on data-centre Blackwell, the Triton kernels on Hopper where the release has them, Marlin
+    (weight-only FP4) elsewhere."""
     if cc[0] == 10:
-        return up(hidden, 256), up(inter_part, 256)
+        return "trtllm"
     if cc[0] == 9:
-        return hidden, up(inter_part, 64)
-    return up(hidden, 256), up(inter_part, 128)
+        return hopper
+    return "marlin"
+
+
+def mxfp4_padded(
+    hidden: int, inter_part: int, cc: tuple[int, int], hopper: str = "triton"
+) -> tuple[int, int]:
+    """MoE dims after vLLM's MXFP4 padding (Mxfp4MoEMethod.create_weights): Marlin pads the
+    intermediate to 128 and hidden to 256 (its n % 256, k % 128 rule); FlashInfer TRT-LLM pads both
+    to 256; the Triton kernels pad the intermediate to 64."""
+    backend = mxfp4_backend(cc, hopper)
+    if backend == "trtllm":
+        return _up(hidden, 256), _up(inter_part, 256)
+    if backend == "triton":
+        return hidden, _up(inter_part, 64)
+    return _up(hidden, 256), _up(inter_part, 128)
+
+
+# Triton MoE on Hopper: the swizzled scales' rows are padded to 2 * num_warps * 2 * 8 (HopperMXScaleLayout,
+# num_warps 8 outside batched MoE) and their columns to 2.
+_HOPPER_SCALE_ALIGN_M = 2 * 8 * 2 * 8
+_HOPPER_SCALE_ALIGN_K = 2
+_MXFP4_BLOCK = 32
+
+
+def mxfp4_expert_bytes(
+    experts: int, hidden: int, inter_part: int, cc: tuple[int, int], hopper: str = "triton"
+) -> float:
+    """Bytes one rank holds after loading for `experts` MXFP4 experts (weights, e8m0 scales, biases).
+
+    Weights are two FP4 values per byte, scales one byte per 32 weights, biases bf16 as created. After
+    loading, FlashInfer TRT-LLM and Triton keep the biases in fp32. Triton swizzles the weights and
+    scales into new tensors; the weights' originals are deleted, the scales' stay registered on the
+    layer, so the scales are held twice (the swizzled copy with the Hopper layout's padding).
+    """
+    backend = mxfp4_backend(cc, hopper)
+    h, i = mxfp4_padded(hidden, inter_part, cc, hopper)
+    weights = 2 * i * h // 2 + h * i // 2
+    scales = 2 * i * (h // _MXFP4_BLOCK) + h * (i // _MXFP4_BLOCK)
+    bias = (2 * i + h) * (2 if backend == "marlin" else 4)
+    per = weights + scales + bias
+    if backend == "triton":
+        per += _up(2 * i, _HOPPER_SCALE_ALIGN_M) * _up(h // _MXFP4_BLOCK, _HOPPER_SCALE_ALIGN_K)
+        per += _up(h, _HOPPER_SCALE_ALIGN_M) * _up(i // _MXFP4_BLOCK, _HOPPER_SCALE_ALIGN_K)
+    return float(experts * per)
 
 
 def _mlp_bytes(
-    arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str, cc: tuple[int, int] = (9, 0)
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, kind: str, cc: tuple[int, int] | None = None
 ) -> float:
     H = arch.hidden_size
     if kind == "none":
@@ -176,13 +219,17 @@ def _mlp_bytes(
         return _lin(mult * H * inter / tp, bpp)
     moe = arch.moe
     ebpp = q.expert_bpp if q.is_quantized else d
-    if q.method == "mxfp4":
-        hp, ip = mxfp4_padded(H, moe.expert_intermediate // tp, cc)
-        b = _lin(moe.num_experts * 3 * hp * ip, ebpp)
+    if q.method == "mxfp4" and cc is None:  # the checkpoint: unpadded blocks and scales, bf16 biases
+        i = moe.expert_intermediate // tp
+        b = moe.num_experts * 3 * H * i * (0.5 + 1.0 / _MXFP4_BLOCK)
+        if moe.expert_bias:
+            b += moe.num_experts * (2 * i + H) * d
+    elif q.method == "mxfp4":
+        b = mxfp4_expert_bytes(moe.num_experts, H, moe.expert_intermediate // tp, cc, q.mxfp4_hopper)
     else:
         b = _lin(moe.num_experts * 3 * H * moe.expert_intermediate / tp, ebpp)
-    if moe.expert_bias:
-        b += moe.num_experts * (2 * moe.expert_intermediate / tp + H) * d
+        if moe.expert_bias:
+            b += moe.num_experts * (2 * moe.expert_intermediate / tp + H) * d
     b += H * moe.num_experts * d  # router, replicated
     if moe.router_bias:
         b += moe.num_experts * 4
@@ -195,8 +242,9 @@ def _mlp_bytes(
 
 
 def layer_bytes(
-    arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] = (9, 0)
+    arch: ModelArch, q: QuantSpec, d: int, tp: int, i: int, cc: tuple[int, int] | None = None
 ) -> float:
+    """Bytes of decoder layer `i` on one GPU of compute capability `cc` (None: as stored on disk)."""
     kind = arch.layer_kinds[i]
     b = 2 * arch.hidden_size * d  # input / post-attention norms
     if kind == "mamba":
