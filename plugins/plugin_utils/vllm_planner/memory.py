@@ -30,6 +30,7 @@ from .non_torch import (
     MISC_NON_TORCH,
     NCCL_BASE,
     NCCL_PER_PEER,
+    hopper_nvswitch,
     in_budget_non_torch,
     nccl_bytes,
     pre_snapshot_bytes,
@@ -173,7 +174,8 @@ def stage_memory(
     pre = pre_snapshot_bytes(vinfo, world)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
-    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt) + runner_state
+    nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch) + runner_state
     W = int(weights)
     A = int(activation)
     G = int(graphs)

@@ -19,6 +19,14 @@ the profile run. Where each non-torch allocation falls, per family:
   the model is compiled, that is inside the profile run and after the snapshot. 0.29+ creates the same
   workspace for the standalone FlashInfer all-reduce (VLLM_ALLREDUCE_USE_FLASHINFER defaults to 1) on the
   first all-reduce, also inside the profile, with PP too.
+* 0.11+ at TP > 1: the tensor-parallel group's torch.distributed NCCL communicator (`device_group`) is
+  created lazily by ProcessGroupNCCL on its first collective, the logits all-gather
+  (LogitsProcessor._gather_logits -> DeviceCommunicatorBase.all_gather -> all_gather_into_tensor on the
+  device group), which first runs in the profile's sampler pass, inside the budget. vLLM sets
+  NCCL_CUMEM_ENABLE=0 (vllm/env_override.py) and NCCL connects at runtime only with cuMem
+  (`runtimeConn = cuMemSupport && NCCL_RUNTIME_CONNECT`, src/init.cc v2.27.5-1/v2.28.9-1), so that
+  communicator connects all its ring, tree and NVLS buffers at creation (tp_comm_bytes). The PyNccl
+  communicator connects the same way, but at init, before the snapshot.
 * 0.34: cuBLAS/cuBLASLt handles are created explicitly before the snapshot.
 """
 
@@ -47,6 +55,54 @@ FI_AR_MAX_SIZE_MB: dict[tuple[int, int], dict[int, float]] = {
 # buffers of tp x tokens x hidden x 2 (x 4 with fp32 Lamport), each rounded up to 2 MiB.
 FI_BARRIER_FLAGS = 256
 FI_ALIGN = 1 << 21
+
+
+# NCCL buffer sizes (NCCL v2.27.5-1 = torch 2.10 cu12.x, which vLLM 0.17-0.19 pin; v2.27.3-1 for torch
+# 2.8 / vLLM 0.11; unchanged in v2.28.9-1): src/include/device.h NCCL_STEPS 8, LL 8 lines/thread x 512
+# threads x 16-byte lines x steps, LL128 120 elements/thread x 640 threads x 8 bytes x steps; Simple
+# DEFAULT_BUFFSIZE 4 MiB (src/init.cc, NCCL_BUFFSIZE). p2p.cc allocates all three per connection.
+NCCL_STEPS = 8
+NCCL_LL_BUFF = 8 * 512 * 16 * NCCL_STEPS
+NCCL_LL128_BUFF = 120 * 640 * 8 * NCCL_STEPS
+NCCL_SIMPLE_BUFF = 4 * MIB
+NCCL_CONN_BUFF = NCCL_LL_BUFF + NCCL_LL128_BUFF + NCCL_SIMPLE_BUFF
+# Ring/tree channels on an NVSwitch Hopper node (18 NVLink4 links per H100/H200 SXM GPU):
+# SM90_NVLINK_BW 20.6 GB/s per link (src/graph/topo.h); the search's first sm90 speed, 60 GB/s
+# (sm90SpeedArrayIntra, src/graph/search.cc), fits floor(18 x 20.6 / 60) = 6 channels; ncclTopoDupChannels
+# doubles them (bw >= 50) and ncclTopoPostset doubles again (src/graph/connect.cc): 24.
+SM90_NVSWITCH_CHANNELS = (18 * 206 // 600) * 2 * 2
+# NVLS (NVLink SHARP) buffers, src/transport/nvls.cc: NVLS_NCHANNELS_SM90 16 channels, step
+# NCCL_NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS, 2 buffers per channel per head, one head per local rank; the
+# credit buffer is one more allocation at the 2 MiB NVLS_MEM_ALIGN_SIZE granularity.
+NVLS_CHANNELS_SM90 = 16
+NVLS_CHUNK = 128 * 1024
+NVLS_ALIGN = 1 << 21
+# Hopper SXM boards sit on NVSwitch (HGX); PCIe cards and the NVL (bridged pairs) variants do not.
+_NVSWITCH_HOPPER = ("H100 80GB HBM3", "H100 SXM", "H200")
+_NO_NVSWITCH = ("PCIE", "NVL")
+
+
+def hopper_nvswitch(name: str, cc: tuple[int, int]) -> bool:
+    """Whether the GPU is a Hopper SXM part on an NVSwitch board (the case tp_comm_bytes models)."""
+    upper = name.upper()
+    return (
+        cc == (9, 0)
+        and any(k.upper() in upper for k in _NVSWITCH_HOPPER)
+        and not any(k in upper for k in _NO_NVSWITCH)
+    )
+
+
+def tp_comm_bytes(vinfo: VersionInfo, tp: int, nvswitch: bool) -> int:
+    """Device memory of the tensor-parallel torch.distributed NCCL communicator on rank 0, created inside
+    the profile (0.11+; 0 where it is not modelled: not an NVSwitch Hopper node)."""
+    if tp <= 1 or not nvswitch or vinfo.nccl_in_budget or vinfo.absolute_budget:
+        return 0
+    # Per channel rank 0 receives from its ring predecessor and its tree child (src/transport.cc
+    # connects one buffer set per peer and connIndex): at TP 2 both are rank 1, so one connection.
+    conns = 1 if tp == 2 else 2
+    ring_tree = SM90_NVSWITCH_CHANNELS * conns * NCCL_CONN_BUFF
+    nvls = NVLS_CHANNELS_SM90 * 2 * NVLS_CHUNK * NCCL_STEPS * tp
+    return ring_tree + _round_up(nvls, NVLS_ALIGN) + NVLS_ALIGN
 
 
 def nccl_bytes(world: int) -> int:
@@ -100,6 +156,7 @@ def in_budget_non_torch(
     hidden: int = 0,
     d: int = 2,
     mnbt: int = 0,
+    nvswitch: bool = False,
 ) -> int:
     """Non-torch growth that vLLM counts inside the budget (0.8.x: without the context and NCCL, which
     stage_memory adds to its absolute budget)."""
@@ -109,4 +166,5 @@ def in_budget_non_torch(
     if vinfo.nccl_in_budget:
         non_torch += nccl_bytes(world)
     non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt)
+    non_torch += tp_comm_bytes(vinfo, tp, nvswitch)
     return non_torch
