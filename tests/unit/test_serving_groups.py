@@ -146,7 +146,7 @@ def _serve_command() -> list[str]:
 
 PLANNED_405B = [
     "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2",
-    "--max-model-len", "131072", "--max-num-seqs", "160", "--max-num-batched-tokens", "8192",
+    "--max-model-len", "131072", "--max-num-seqs", "152", "--max-num-batched-tokens", "8192",
 ]  # fmt: skip
 
 
