@@ -19,7 +19,8 @@ vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (els
 vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)
 vllm_serving_adapters(models, root)              every LoRA adapter of a host's models, flat, with its path
 vllm_serving_adapters_resolved(adapters, commits)  adapters pointed at the commits their refs name
-vllm_serving_lora(adapters, adapter_configs)     per model: LoRA planner options, --lora-modules, mounts
+vllm_serving_lora(adapters, adapter_configs, vllm_version, root)  per model: LoRA options, modules, mounts
+vllm_serving_lora_changes(models_body, model, declared)  the adapters to load and unload at runtime
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -66,6 +67,7 @@ class FilterModule:
             "vllm_serving_adapters": lora.adapters,
             "vllm_serving_adapters_resolved": lora.resolve,
             "vllm_serving_lora": lora.launch,
+            "vllm_serving_lora_changes": lora.runtime_changes,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,

@@ -53,12 +53,95 @@ def test_bad_adapter_declarations_name_the_entry_and_the_fix(adapter: dict, mess
 
 
 def test_launch_sizes_slots_and_rank_from_the_adapter_configs() -> None:
+    """A release without runtime LoRA updating: every adapter in --lora-modules and mounted on its own."""
     found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
-    out = lora.launch(found, [json.dumps({"peft_type": "LORA", "r": 8}), {"r": 20}])
+    out = lora.launch(found, [json.dumps({"peft_type": "LORA", "r": 8}), {"r": 20}], "0.6.0", "/srv/models")
     assert out["tiny"]["options"] == {"max_loras": 2, "max_lora_rank": 32}  # 20 -> the next rank vLLM takes
     assert out["tiny"]["modules"] == ["tiny-a=/srv/models/lab/tiny-lora-a/c0ffee", "tiny-b=/opt/adapters/b"]
     assert out["tiny"]["paths"] == ["/srv/models/lab/tiny-lora-a/c0ffee", "/opt/adapters/b"]
+    assert out["tiny"]["runtime"] is False and out["tiny"]["env"] == {}
     assert "other" not in out
+
+
+@pytest.mark.parametrize(
+    ("version", "runtime"), [("0.6.0", False), ("0.6.1", True), ("0.32.0", True), (None, True)]
+)
+def test_runtime_lora_updating_starts_with_0_6_1(version: str | None, runtime: bool) -> None:
+    assert lora.runtime_updating(version) is runtime
+
+
+def test_with_runtime_updating_the_adapter_set_is_no_part_of_the_container() -> None:
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models/"), ["c0ffee", ""])
+    configs = [{"r": 8}, {"r": 16}]
+    out = lora.launch(found, configs, "0.32.0", "/srv/models/")["tiny"]
+    assert out["runtime"] is True and out["env"] == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    assert out["modules"] == []  # loaded through the API after readiness
+    # the root as a whole (a new adapter needs no new mount); an explicit path outside it on its own
+    assert out["paths"] == ["/srv/models", "/opt/adapters/b"]
+    assert out["options"] == {"max_loras": lora.RUNTIME_LORA_SLOTS, "max_lora_rank": 16}
+    assert [a["path"] for a in out["adapters"]] == ["/srv/models/lab/tiny-lora-a/c0ffee", "/opt/adapters/b"]
+    # one more adapter in the weights layout, of a rank the slots hold: nothing of the launch changes
+    models = [
+        {
+            **MODELS[0],
+            "adapters": [*MODELS[0]["adapters"], {"name": "tiny-c", "repo": "lab/c", "revision": "1"}],
+        }
+    ]
+    more = lora.launch(lora.adapters(models, "/srv/models"), [*configs, {"r": 8}], "0.32.0", "/srv/models")[
+        "tiny"
+    ]
+    assert {k: more[k] for k in ("options", "modules", "paths", "env")} == {
+        k: out[k] for k in ("options", "modules", "paths", "env")
+    }
+    # more adapters than the slots: the slots grow so that all still fit one batch (a restart)
+    many = [{"name": f"a{i}", "repo": f"lab/a{i}", "revision": "1"} for i in range(6)]
+    grown = lora.launch(
+        lora.adapters([{**MODELS[0], "adapters": many}], "/srv/models"),
+        [{"r": 8}] * 6,
+        "0.32.0",
+        "/srv/models",
+    )
+    assert grown["tiny"]["options"]["max_loras"] == 6
+
+
+def _served(*cards: tuple[str, str | None, str]) -> dict:
+    return {
+        "object": "list",
+        "data": [{"id": i, "object": "model", "parent": p, "root": r} for i, p, r in cards],
+    }
+
+
+def test_runtime_changes_load_the_missing_and_unload_the_removed() -> None:
+    served = _served(("tiny", None, "/m"), ("tiny-a", "tiny", "/r/a/1"), ("tiny-old", "tiny", "/r/old/1"))
+    declared = [{"name": "tiny-a", "path": "/r/a/1"}, {"name": "tiny-c", "path": "/r/c/1"}]
+    assert lora.runtime_changes(served, "tiny", declared) == {
+        "load": [{"lora_name": "tiny-c", "lora_path": "/r/c/1"}],
+        "unload": [{"lora_name": "tiny-old"}],
+        "served": ["tiny-a", "tiny-old"],
+    }
+
+
+def test_runtime_changes_are_empty_when_vllm_serves_what_is_declared() -> None:
+    served = _served(("tiny", None, "/m"), ("tiny-b", "tiny", "/r/b/1"), ("tiny-a", "tiny", "/r/a/1"))
+    declared = [{"name": "tiny-a", "path": "/r/a/1", "rank": 8}, {"name": "tiny-b", "path": "/r/b/1"}]
+    changes = lora.runtime_changes(served, "tiny", declared)
+    assert changes["load"] == [] and changes["unload"] == []
+
+
+def test_runtime_changes_reload_an_adapter_on_a_new_revision_and_ignore_other_models() -> None:
+    # the base model and an adapter of another model served by the same vLLM are not this model's adapters
+    served = _served(("tiny", None, "/m"), ("tiny-a", "tiny", "/r/a/old"), ("x-a", "other", "/r/x"))
+    changes = lora.runtime_changes(served, "tiny", [{"name": "tiny-a", "path": "/r/a/new"}])
+    assert changes["unload"] == [{"lora_name": "tiny-a"}]
+    assert changes["load"] == [{"lora_name": "tiny-a", "lora_path": "/r/a/new"}]
+    # every adapter removed: all unloaded, the base model never
+    gone = lora.runtime_changes(served, "tiny", [])
+    assert gone == {"load": [], "unload": [{"lora_name": "tiny-a"}], "served": ["tiny-a"]}
+
+
+def test_runtime_changes_name_a_model_list_that_is_not_one() -> None:
+    with pytest.raises(ServingError, match=r"^tiny: vLLM's /v1/models answered without a model list"):
+        lora.runtime_changes({"error": {"message": "no"}}, "tiny", [])
 
 
 def test_launch_refuses_what_is_not_a_lora_adapter() -> None:

@@ -356,3 +356,121 @@ def test_the_docker_client_names_an_unreachable_socket(tmp_path: Path) -> None:
     client = wd.DockerClient(str(tmp_path / "none.sock"))
     with pytest.raises(docker_api.DockerError, match=r"cannot reach the Docker API at .*none\.sock"):
         client.inspect("vllm-tiny")
+
+
+# --- LoRA adapters loaded at runtime: loaded again after a restart, once per container start ---------------
+ADAPTERS = [{"name": "tiny-a", "path": "/r/a/1", "rank": 8}, {"name": "tiny-b", "path": "/r/b/1", "rank": 16}]
+
+
+class _LoraVllm(http.server.BaseHTTPRequestHandler):
+    """vLLM's /v1/models and /v1/load_lora_adapter as 0.32 answers them (404 for a missing folder)."""
+
+    loaded: dict = {}
+    seen: list = []
+
+    def _reply(self, status: int, payload: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:  # noqa: N802
+        _LoraVllm.seen.append(("GET", self.path, self.headers.get("Authorization")))
+        cards = [{"id": "tiny", "parent": None, "root": "/m"}] + [
+            {"id": n, "parent": "tiny", "root": p} for n, p in _LoraVllm.loaded.items()
+        ]
+        self._reply(200, json.dumps({"object": "list", "data": cards}).encode())
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _LoraVllm.seen.append(("POST", self.path, body))
+        if body["lora_path"].startswith("/missing"):
+            self._reply(404, json.dumps({"error": {"message": "not found", "code": 404}}).encode())
+            return
+        _LoraVllm.loaded[body["lora_name"]] = body["lora_path"]
+        self._reply(
+            200, f"Success: LoRA adapter '{body['lora_name']}' added successfully.".encode(), "text/plain"
+        )
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def lora_vllm():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LoraVllm)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _LoraVllm.loaded, _LoraVllm.seen = {"tiny-a": "/r/a/1"}, []
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_missing_adapters_are_those_not_listed_under_the_model() -> None:
+    served = {
+        "data": [{"id": "tiny"}, {"id": "tiny-a", "parent": "tiny"}, {"id": "tiny-b", "parent": "other"}]
+    }
+    assert wd.missing_adapters(served, "tiny", ADAPTERS) == [ADAPTERS[1]]
+    assert wd.missing_adapters({"error": "x"}, "tiny", ADAPTERS) == ADAPTERS
+
+
+def test_restore_loads_only_what_vllm_lacks_over_real_http(lora_vllm: str) -> None:
+    target = {**TARGET, "url": lora_vllm, "adapters": [*ADAPTERS, {"name": "tiny-x", "path": "/missing/x"}]}
+    assert wd.restore_adapters(target, timeout=2) == [("tiny-b", "loaded"), ("tiny-x", "HTTP 404")]
+    assert _LoraVllm.loaded == {"tiny-a": "/r/a/1", "tiny-b": "/r/b/1"}
+    assert _LoraVllm.seen[0] == ("GET", "/v1/models", "Bearer k")
+    assert _LoraVllm.seen[1] == (
+        "POST",
+        "/v1/load_lora_adapter",
+        {"lora_name": "tiny-b", "lora_path": "/r/b/1"},
+    )
+
+
+def test_adapters_are_loaded_again_once_per_container_start() -> None:
+    docker = FakeDocker(RUNNING)
+    calls: list = []
+    answers = [[("tiny-a", "HTTP 500")], [("tiny-a", "loaded")], [("tiny-b", "loaded")]]
+    log: list[str] = []
+
+    def run(states: dict, result: tuple = OK) -> dict:
+        return wd.run_once(
+            {"targets": [{**TARGET, "adapters": ADAPTERS}]},
+            states,
+            docker=docker,
+            check=lambda t, timeout: result,
+            now=lambda: NOW,
+            log=log.append,
+            maintenance=lambda c: False,
+            restore=lambda t, timeout: calls.append(t["container"]) or answers[len(calls) - 1],
+        )
+
+    states = run({})  # a refused load: tried again on the next pass
+    states = run(states)
+    assert calls == ["vllm-tiny", "vllm-tiny"]
+    states = run(states)  # loaded for this start: left alone (an adapter unloaded on purpose stays unloaded)
+    assert calls == ["vllm-tiny", "vllm-tiny"]
+    docker.info = {"State": {**RUNNING["State"], "StartedAt": "2020-01-02T00:00:00Z"}}  # restarted
+    states = run(states, FAIL)  # not serving: nothing to load into
+    assert len(calls) == 2
+    states = run(states)  # serving again after the restart: what it lost is loaded, once
+    states = run(states)
+    assert calls == ["vllm-tiny"] * 3
+    assert any("action=load_adapter adapter=tiny-a result=HTTP 500" in line for line in log)
+    assert any("action=load_adapter adapter=tiny-b result=loaded" in line for line in log)
+    assert not any("Bearer" in line or "api_key" in line for line in log)
+
+
+def test_a_target_without_adapters_never_lists_them() -> None:
+    calls: list = []
+    wd.run_once(
+        {"targets": [TARGET]},
+        {},
+        docker=FakeDocker(RUNNING),
+        check=lambda t, timeout: OK,
+        now=lambda: NOW,
+        log=lambda line: None,
+        maintenance=lambda c: False,
+        restore=lambda t, timeout: calls.append(t) or [],
+    )
+    assert calls == []

@@ -4,6 +4,12 @@ An adapter is declared under its base model (``vllm_server_models[].adapters``) 
 ``{name, repo, revision}`` (the model_weights layout ``<root>/<repo>/<revision>``, a branch or tag
 resolved through ``<root>/<repo>/refs/<revision>``) or with an explicit ``path``. Clients send the
 adapter's ``name`` as the request's ``model``. Stdlib only.
+
+On releases with runtime LoRA updating (:data:`RUNTIME_LORA_SINCE`) the adapter set is not part of the
+container: vLLM gets ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` and the adapters root mounted as a whole, and
+the role loads and unloads adapters through ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``
+(:func:`runtime_changes`), so adding or removing one restarts nothing. Older releases get
+``--lora-modules`` and a new container per change.
 """
 
 from __future__ import annotations
@@ -14,11 +20,24 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..vllm_planner.lora import LORA_RANKS
+from ..vllm_planner.versions import parse_version
 from .deploy import ServingError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 ADAPTER_KEYS = ("name", "repo", "revision", "endpoint", "source", "path")
+# vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING) first
+# shipped in 0.6.1 (vllm-project/vllm#6566); a runtime-loaded adapter is listed with its parent since then.
+RUNTIME_LORA_SINCE = (0, 6, 1)
+RUNTIME_LORA_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+# LoRA slots of a model whose adapters change at runtime: room to add adapters without a new
+# --max-loras (a restart); more adapters than this still all fit one batch (the slots grow with them).
+RUNTIME_LORA_SLOTS = 4
+
+
+def runtime_updating(vllm_version: str | None) -> bool:
+    """Whether this vLLM release loads and unloads LoRA adapters at runtime."""
+    return parse_version(vllm_version) >= RUNTIME_LORA_SINCE
 
 
 def adapters(models: Any, root: str) -> list[dict[str, Any]]:
@@ -115,14 +134,25 @@ def rank_of(adapter_config: Any, where: str) -> int:
     return rank
 
 
-def launch(entries: Iterable[Mapping[str, Any]], configs: Iterable[Any]) -> dict[str, dict[str, Any]]:
-    """Per base model with adapters: ``{options, modules, paths, adapters}``.
+def launch(
+    entries: Iterable[Mapping[str, Any]],
+    configs: Iterable[Any],
+    vllm_version: str | None = None,
+    root: str = "",
+) -> dict[str, dict[str, Any]]:
+    """Per base model with adapters: ``{options, modules, paths, adapters, runtime, env}``.
 
     ``options``: the planner options LoRA needs (``max_loras`` = the adapters, so all of them fit one
-    batch; ``max_lora_rank`` = the smallest rank vLLM accepts that holds the largest adapter), which a
-    model's own ``overrides`` may lower; ``modules``: ``name=path`` for ``--lora-modules``; ``paths``:
-    the folders to mount read-only; ``adapters``: ``[{name, path, rank}]``.
+    batch, at least :data:`RUNTIME_LORA_SLOTS` with runtime updating; ``max_lora_rank`` = the smallest
+    rank vLLM accepts that holds the largest adapter), which a model's own ``overrides`` may change;
+    ``modules``: ``name=path`` for ``--lora-modules`` (none with runtime updating: they are loaded
+    through the API); ``paths``: the folders to mount read-only (with runtime updating ``root`` as a
+    whole, so a new adapter needs no new mount, and any explicit path outside it); ``adapters``:
+    ``[{name, path, rank}]``; ``runtime``: whether ``vllm_version`` updates adapters at runtime, and
+    ``env`` the container environment that turns it on.
     """
+    runtime = runtime_updating(vllm_version)
+    base = root.rstrip("/")
     out: dict[str, dict[str, Any]] = {}
     for entry, config in zip(entries, configs, strict=True):
         where = f"vllm_server_models[{entry['model']}].adapters[{entry['name']}] ({entry['path']})"
@@ -131,14 +161,56 @@ def launch(entries: Iterable[Mapping[str, Any]], configs: Iterable[Any]) -> dict
             raise ServingError(
                 f"{where}: rank {rank} is above vLLM's largest --max-lora-rank ({LORA_RANKS[-1]})"
             )
-        model = out.setdefault(entry["model"], {"options": {}, "modules": [], "paths": [], "adapters": []})
-        model["modules"].append(f"{entry['name']}={entry['path']}")
-        model["paths"].append(entry["path"])
+        model = out.setdefault(
+            entry["model"],
+            {
+                "options": {},
+                "modules": [],
+                "paths": [],
+                "adapters": [],
+                "runtime": runtime,
+                "env": {RUNTIME_LORA_ENV: "True"} if runtime else {},
+            },
+        )
+        if not runtime:
+            model["modules"].append(f"{entry['name']}={entry['path']}")
+            model["paths"].append(entry["path"])
+        else:
+            path = base if base and str(entry["path"]).startswith(base + "/") else str(entry["path"])
+            if path not in model["paths"]:
+                model["paths"].append(path)
         model["adapters"].append({"name": entry["name"], "path": entry["path"], "rank": rank})
     for model in out.values():
         top = max(a["rank"] for a in model["adapters"])
+        slots = len(model["adapters"])
         model["options"] = {
-            "max_loras": len(model["adapters"]),
+            "max_loras": max(slots, RUNTIME_LORA_SLOTS) if runtime else slots,
             "max_lora_rank": next(r for r in LORA_RANKS if r >= top),
         }
     return out
+
+
+def runtime_changes(served: Any, model: str, declared: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What to load and unload so that ``model``'s vLLM serves exactly the ``declared`` adapters.
+
+    ``served``: vLLM's ``GET /v1/models`` body (an adapter is an entry whose ``parent`` is ``model``);
+    ``declared``: ``[{name, path}]``. An adapter served from another path than declared (a new
+    revision) is unloaded and loaded again. Returns ``{load: [{lora_name, lora_path}], unload:
+    [{lora_name}], served: [names]}``, both in a stable order.
+    """
+    data = served.get("data") if isinstance(served, Mapping) else None
+    if not isinstance(data, list):
+        raise ServingError(f"{model}: vLLM's /v1/models answered without a model list ({served!r:.200})")
+    current = {
+        str(card["id"]): str(card.get("root") or "")
+        for card in data
+        if isinstance(card, Mapping) and card.get("id") and card.get("parent") == model
+    }
+    wanted = {str(a["name"]): str(a["path"]) for a in declared}
+    stale = sorted(name for name, path in current.items() if name not in wanted or wanted[name] != path)
+    missing = [name for name in wanted if name not in current or name in stale]
+    return {
+        "load": [{"lora_name": name, "lora_path": wanted[name]} for name in missing],
+        "unload": [{"lora_name": name} for name in stale],
+        "served": sorted(current),
+    }

@@ -7,7 +7,9 @@ paused) container it restarts the container through the Docker API. Containers t
 are starting (within their grace period), stopped, missing, or under maintenance
 (a file named after the container in the maintenance directory) are not counted.
 Every check is logged on stdout (the journal); the state of each target is written
-as node-exporter textfile metrics.
+as node-exporter textfile metrics. A target with ``adapters`` (LoRA adapters vLLM loaded
+at runtime, which a restart drops) gets the ones its /v1/models lacks loaded again, once
+per container start: adapters the playbook unloads on purpose stay unloaded.
 
 Usage: vllm_fleet_watchdog.py --config /etc/vllm-fleet/watchdog.json
 Python 3 standard library only; the Docker client is vllm_fleet_docker_api.py beside this file.
@@ -70,6 +72,40 @@ def probe(target: dict[str, Any], timeout: float) -> tuple[bool, str, float]:
             else str(exc)
         )
         return False, reason, time.monotonic() - start
+
+
+# --- LoRA adapters loaded at runtime -------------------------------------------------------------------
+def _request(target: dict[str, Any], path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if target.get("api_key"):
+        headers["Authorization"] = "Bearer " + str(target["api_key"])
+    url = str(target["url"]).rstrip("/") + path
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        raw = resp.read()
+    return json.loads(raw) if body is None else raw.decode(errors="replace")
+
+
+def missing_adapters(served: Any, model: str, adapters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The adapters that vLLM's /v1/models body does not list under ``model`` (its ``parent``)."""
+    data = served.get("data") if isinstance(served, dict) else None
+    listed = {c.get("id") for c in data or [] if isinstance(c, dict) and c.get("parent") == model}
+    return [a for a in adapters if a.get("name") not in listed]
+
+
+def restore_adapters(target: dict[str, Any], timeout: float) -> list[tuple[str, str]]:
+    """Load the target's adapters its vLLM lacks: ``[(name, "loaded" or why not)]``."""
+    served = _request(target, "/v1/models", None, timeout)
+    out = []
+    for adapter in missing_adapters(served, str(target["model"]), list(target.get("adapters") or [])):
+        body = {"lora_name": adapter["name"], "lora_path": adapter["path"]}
+        try:
+            _request(target, "/v1/load_lora_adapter", body, max(timeout, 120.0))
+            out.append((str(adapter["name"]), "loaded"))
+        except urllib.error.HTTPError as exc:
+            out.append((str(adapter["name"]), f"HTTP {exc.code}"))
+    return out
 
 
 def parse_docker_time(value: str | None) -> float | None:
@@ -212,6 +248,7 @@ def run_once(
     now: Callable[[], float] = time.time,
     log: Callable[[str], None] = print,
     maintenance: Callable[[str], bool] | None = None,
+    restore: Callable[[dict[str, Any], float], list[tuple[str, str]]] = restore_adapters,
 ) -> dict[str, dict[str, Any]]:
     """Check every target once; restart where needed. Returns the new states (by container)."""
     cfg = {**DEFAULTS, **config}
@@ -253,6 +290,19 @@ def run_once(
             f"model={target['model']} container={container} outcome={outcome} reason={reason!r} "
             f"seconds={state['duration']} consecutive_failures={state['consecutive_failures']}/{threshold}"
         )
+        started_at = ((info or {}).get("State") or {}).get("StartedAt")
+        if outcome == "ok" and target.get("adapters") and state.get("adapters_loaded_for") != started_at:
+            try:
+                loads = restore(target, float(cfg["timeout"]))
+            except (OSError, ValueError) as exc:
+                loads = [("*", f"error {exc!r}")]
+            for adapter, result in loads:
+                log(
+                    f"model={target['model']} container={container} action=load_adapter adapter={adapter} "
+                    f"result={result}"
+                )
+            if all(result == "loaded" for _adapter, result in loads):
+                state["adapters_loaded_for"] = started_at
         if restart:
             try:
                 docker.restart(container, int(cfg["restart_stop_timeout"]))
