@@ -1,14 +1,23 @@
-"""LoRA adapters through the gateway with the official openai client: answered by name, unknown ones 404."""
+"""LoRA adapters through the gateway with the official openai client: answered by name, unknown ones 404;
+loaded and unloaded at runtime by a serve run with no restart, and loaded again after a restart."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import openai
 import pytest
-from conftest import VLLM
+from conftest import GPU, VLLM, call, explain, inventory_vars, run_playbook, wait_until_serving
 
 testinfra_hosts = ["ansible://gateways"]
 
 ADAPTERS = ["tiny-lora-a", "tiny-lora-b"]
+ROOT = "/srv/vf-serve-models"
+# prepare.yml makes it beside the declared two; only these tests declare it
+THIRD = {"name": "tiny-lora-c", "repo": "lab/tiny-lora-c", "revision": "main"}
+THIRD_PATH = f"{ROOT}/lab/tiny-lora-c/0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
+INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
 
 
 @pytest.fixture
@@ -16,27 +25,45 @@ def client(gateway_url, keys) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=keys["alice"], max_retries=0, timeout=120)
 
 
-def test_the_container_serves_the_adapters_read_only_with_lora_sized_from_them(host, engine):
+def _served(vllm_url: str, key: str) -> dict[str, str]:
+    """The adapters vLLM itself lists: name -> path."""
+    status, _, raw = call(f"{vllm_url}/v1/models", key)
+    assert status == 200, raw
+    return {m["id"]: m["root"] for m in json.loads(raw)["data"] if m.get("parent") == "tiny"}
+
+
+def _started(engine) -> str:
+    return engine.api.inspect_container(VLLM)["State"]["StartedAt"]
+
+
+def _converge(*extra: str):
+    """serve.yml then gateway.yml: the scenario's converge, the production playbooks."""
+    result = run_playbook("molecule/serving/converge.yml", *extra)
+    assert result.returncode == 0, explain(result)
+    return result
+
+
+def test_the_container_mounts_the_adapters_root_read_only_with_lora_sized_from_them(host, engine):
     config = engine.api.inspect_container(VLLM)
     cmd, binds = config["Config"]["Cmd"], config["HostConfig"]["Binds"]
+    env = dict(item.split("=", 1) for item in config["Config"]["Env"])
     assert "--enable-lora" in cmd
-    assert cmd[cmd.index("--max-loras") + 1] == "2"  # both adapters in one batch
+    assert cmd[cmd.index("--max-loras") + 1] == "4"  # both adapters in one batch, room for more
     assert cmd[cmd.index("--max-lora-rank") + 1] == "16"  # ranks 8 and 16
-    modules = cmd[cmd.index("--lora-modules") + 1 : cmd.index("--lora-modules") + 3]
-    # each on the commit its branch resolved to (refs/main), mounted read-only
-    assert modules == [
-        "tiny-lora-a=/srv/vf-serve-models/lab/tiny-lora-a/0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a",
-        "tiny-lora-b=/srv/vf-serve-models/lab/tiny-lora-b/0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b",
-    ]
-    for module in modules:
-        path = module.split("=", 1)[1]
-        assert f"{path}:{path}:ro" in binds
+    # loaded through vLLM's API, not on the command: the adapter set is no part of the container
+    assert "--lora-modules" not in cmd and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert f"{ROOT}:{ROOT}:ro" in binds
 
 
-def test_models_lists_the_adapters_with_their_base_model(host, client):
+def test_models_lists_the_adapters_with_their_base_model(host, client, vllm_url, keys):
     models = client.models.list().data
     assert [m.id for m in models] == ["tiny", *ADAPTERS]
     assert [getattr(m, "parent", None) for m in models] == [None, "tiny", "tiny"]
+    # each on the commit its branch resolved to (refs/main)
+    assert _served(vllm_url, keys["backend"]) == {
+        "tiny-lora-a": f"{ROOT}/lab/tiny-lora-a/0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a",
+        "tiny-lora-b": f"{ROOT}/lab/tiny-lora-b/0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b",
+    }
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
@@ -51,12 +78,74 @@ def test_each_adapter_answers_by_name_through_the_gateway(host, client, adapter)
     assert chunks and all(c.model == adapter for c in chunks)
 
 
-def test_an_unknown_adapter_is_the_gateways_openai_404(host, client):
+def _assert_gateway_404(client: openai.OpenAI, name: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         client.chat.completions.create(
-            model="tiny-lora-c", messages=[{"role": "user", "content": "Hello"}], max_tokens=4
+            model=name, messages=[{"role": "user", "content": "Hello"}], max_tokens=4
         )
     error = caught.value.body
     assert caught.value.status_code == 404
     assert error["code"] == "model_not_found" and error["param"] == "model"
-    assert "tiny-lora-c" in error["message"]
+    assert name in error["message"]
+
+
+def test_an_unknown_adapter_is_the_gateways_openai_404(host, client):
+    _assert_gateway_404(client, "tiny-lora-c")
+
+
+def test_an_adapter_added_and_removed_by_a_serve_run_restarts_nothing(host, engine, client, vllm_url, keys):
+    started = _started(engine)
+    models = inventory_vars("gpu_nodes")["vllm_server_models"]
+    models[0]["adapters"] = [*models[0]["adapters"], THIRD]
+
+    added = _converge("-e", json.dumps({"vllm_server_models": models}))
+    assert _started(engine) == started  # the same container: not recreated, not restarted
+    assert f"tiny: loaded {THIRD['name']}" in added.stdout
+    assert keys["backend"] not in added.stdout + added.stderr
+    assert _served(vllm_url, keys["backend"])[THIRD["name"]] == THIRD_PATH
+    reply = client.chat.completions.create(
+        model=THIRD["name"], messages=[{"role": "user", "content": "Hello"}], max_tokens=6, temperature=0
+    )
+    assert reply.model == THIRD["name"] and reply.usage.completion_tokens == 6
+    assert THIRD["name"] in [m.id for m in client.models.list().data]
+
+    # back to the inventory: the third one is unloaded, the gateway no longer routes it
+    removed = _converge()
+    assert _started(engine) == started
+    assert f"tiny: unloaded {THIRD['name']}" in removed.stdout
+    assert sorted(_served(vllm_url, keys["backend"])) == ADAPTERS
+    _assert_gateway_404(client, THIRD["name"])
+    # nothing left to change: a run after it loads and unloads nothing
+    again = run_playbook("playbooks/serve.yml")
+    assert again.returncode == 0, explain(again)
+    recap = [line for line in again.stdout.splitlines() if line.startswith(GPU)][-1]
+    assert "changed=0" in recap, recap
+    assert _started(engine) == started
+
+
+def test_a_restarted_container_gets_its_adapters_back_from_the_watchdog(host, engine, client, vllm_url, keys):
+    before = _started(engine)
+    engine.api.restart(VLLM, timeout=60)
+    assert _started(engine) != before
+    wait_until_serving(vllm_url, keys["backend"], timeout=600)
+    # a restart drops runtime-loaded adapters; the watchdog loads them on its next passes
+    deadline = time.monotonic() + 6 * INTERVAL + 60
+    served: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        served = _served(vllm_url, keys["backend"])
+        if sorted(served) == ADAPTERS:
+            break
+        time.sleep(2)
+    assert sorted(served) == ADAPTERS, f"after the restart vLLM serves {sorted(served)}"
+    journal = (
+        engine.containers.get(GPU)
+        .exec_run(["journalctl", "-u", "vllm-fleet-watchdog.service", "--no-pager", "-n", "120"])
+        .output.decode()
+    )
+    assert f"container={VLLM} action=load_adapter adapter=tiny-lora-a result=loaded" in journal
+    assert keys["backend"] not in journal
+    for adapter in ADAPTERS:
+        reply = client.chat.completions.create(
+            model=adapter, messages=[{"role": "user", "content": "Hello"}], max_tokens=4, temperature=0
+        )
+        assert reply.model == adapter
