@@ -21,6 +21,7 @@ INTERNAL_NET = "vf-serve-internal"
 HTTP_PORT = 8080
 HTTPS_PORT = 8443
 VLLM_PORT = 8000
+ADAPTERS = ["tiny-lora-a", "tiny-lora-b"]  # the LoRA adapters of tiny in molecule.yml
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +84,13 @@ def chat(
         **extra,
     }
     return call(f"{url}/v1/chat/completions", key, body)
+
+
+def served_adapters(vllm_url: str, key: str) -> dict[str, str]:
+    """The LoRA adapters of tiny that vLLM itself lists: name -> path."""
+    status, _, raw = call(f"{vllm_url}/v1/models", key)
+    assert status == 200, raw
+    return {m["id"]: m["root"] for m in json.loads(raw)["data"] if m.get("parent") == "tiny"}
 
 
 def wait_until_serving(url: str, key: str, timeout: float = 240) -> float:

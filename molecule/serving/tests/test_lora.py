@@ -1,35 +1,25 @@
 """LoRA adapters through the gateway with the official openai client: answered by name, unknown ones 404;
-loaded and unloaded at runtime by a serve run with no restart, and loaded again after a restart."""
+loaded and unloaded at runtime by a run with no restart (test_vllm_server.py: loaded again after restarts)."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import openai
 import pytest
-from conftest import GPU, VLLM, call, explain, inventory_vars, run_playbook, wait_until_serving
+from conftest import ADAPTERS, GPU, VLLM, explain, inventory_vars, run_playbook, served_adapters
 
 testinfra_hosts = ["ansible://gateways"]
 
-ADAPTERS = ["tiny-lora-a", "tiny-lora-b"]
 ROOT = "/srv/vf-serve-models"
 # prepare.yml makes it beside the declared two; only these tests declare it
 THIRD = {"name": "tiny-lora-c", "repo": "lab/tiny-lora-c", "revision": "main"}
 THIRD_PATH = f"{ROOT}/lab/tiny-lora-c/0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
-INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
 
 
 @pytest.fixture
 def client(gateway_url, keys) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=keys["alice"], max_retries=0, timeout=120)
-
-
-def _served(vllm_url: str, key: str) -> dict[str, str]:
-    """The adapters vLLM itself lists: name -> path."""
-    status, _, raw = call(f"{vllm_url}/v1/models", key)
-    assert status == 200, raw
-    return {m["id"]: m["root"] for m in json.loads(raw)["data"] if m.get("parent") == "tiny"}
 
 
 def _started(engine) -> str:
@@ -60,7 +50,7 @@ def test_models_lists_the_adapters_with_their_base_model(host, client, vllm_url,
     assert [m.id for m in models] == ["tiny", *ADAPTERS]
     assert [getattr(m, "parent", None) for m in models] == [None, "tiny", "tiny"]
     # each on the commit its branch resolved to (refs/main)
-    assert _served(vllm_url, keys["backend"]) == {
+    assert served_adapters(vllm_url, keys["backend"]) == {
         "tiny-lora-a": f"{ROOT}/lab/tiny-lora-a/0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a",
         "tiny-lora-b": f"{ROOT}/lab/tiny-lora-b/0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b",
     }
@@ -102,7 +92,7 @@ def test_an_adapter_added_and_removed_by_a_serve_run_restarts_nothing(host, engi
     assert _started(engine) == started  # the same container: not recreated, not restarted
     assert f"tiny: loaded {THIRD['name']}" in added.stdout
     assert keys["backend"] not in added.stdout + added.stderr
-    assert _served(vllm_url, keys["backend"])[THIRD["name"]] == THIRD_PATH
+    assert served_adapters(vllm_url, keys["backend"])[THIRD["name"]] == THIRD_PATH
     reply = client.chat.completions.create(
         model=THIRD["name"], messages=[{"role": "user", "content": "Hello"}], max_tokens=6, temperature=0
     )
@@ -113,7 +103,7 @@ def test_an_adapter_added_and_removed_by_a_serve_run_restarts_nothing(host, engi
     removed = _converge()
     assert _started(engine) == started
     assert f"tiny: unloaded {THIRD['name']}" in removed.stdout
-    assert sorted(_served(vllm_url, keys["backend"])) == ADAPTERS
+    assert sorted(served_adapters(vllm_url, keys["backend"])) == ADAPTERS
     _assert_gateway_404(client, THIRD["name"])
     # nothing left to change: a run after it loads and unloads nothing
     again = run_playbook("playbooks/serve.yml")
@@ -121,31 +111,3 @@ def test_an_adapter_added_and_removed_by_a_serve_run_restarts_nothing(host, engi
     recap = [line for line in again.stdout.splitlines() if line.startswith(GPU)][-1]
     assert "changed=0" in recap, recap
     assert _started(engine) == started
-
-
-def test_a_restarted_container_gets_its_adapters_back_from_the_watchdog(host, engine, client, vllm_url, keys):
-    before = _started(engine)
-    engine.api.restart(VLLM, timeout=60)
-    assert _started(engine) != before
-    wait_until_serving(vllm_url, keys["backend"], timeout=600)
-    # a restart drops runtime-loaded adapters; the watchdog loads them on its next passes
-    deadline = time.monotonic() + 6 * INTERVAL + 60
-    served: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        served = _served(vllm_url, keys["backend"])
-        if sorted(served) == ADAPTERS:
-            break
-        time.sleep(2)
-    assert sorted(served) == ADAPTERS, f"after the restart vLLM serves {sorted(served)}"
-    journal = (
-        engine.containers.get(GPU)
-        .exec_run(["journalctl", "-u", "vllm-fleet-watchdog.service", "--no-pager", "-n", "120"])
-        .output.decode()
-    )
-    assert f"container={VLLM} action=load_adapter adapter=tiny-lora-a result=loaded" in journal
-    assert keys["backend"] not in journal
-    for adapter in ADAPTERS:
-        reply = client.chat.completions.create(
-            model=adapter, messages=[{"role": "user", "content": "Hello"}], max_tokens=4, temperature=0
-        )
-        assert reply.model == adapter

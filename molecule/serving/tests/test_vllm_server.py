@@ -10,7 +10,9 @@ import time
 import urllib.parse
 from datetime import datetime
 
+import openai
 from conftest import (
+    ADAPTERS,
     GPU,
     INTERNAL_NET,
     VLLM,
@@ -20,6 +22,7 @@ from conftest import (
     inventory_vars,
     ip_on,
     run_playbook,
+    served_adapters,
     wait_until_serving,
 )
 
@@ -268,3 +271,36 @@ def test_watchdog_restarts_a_hung_vllm_within_its_window(host, engine, gateway_u
     # serving again through the gateway; the restart is counted
     wait_until_serving(gateway_url, keys["alice"], timeout=600)
     assert _metric(host.file(PROM).content_string, "vllm_watchdog_restarts_total") == restarts_before + 1
+
+
+def _wait_for_adapters(vllm_url: str, key: str) -> dict[str, str]:
+    deadline = time.monotonic() + 6 * INTERVAL + 60
+    served = served_adapters(vllm_url, key)
+    while sorted(served) != ADAPTERS and time.monotonic() < deadline:
+        time.sleep(2)
+        served = served_adapters(vllm_url, key)
+    assert sorted(served) == ADAPTERS, f"vLLM serves the adapters {sorted(served)}"
+    return served
+
+
+def test_a_restarted_container_gets_its_adapters_back_from_the_watchdog(
+    host, engine, vllm_url, gateway_url, keys
+):
+    """A restart drops the adapters vLLM loaded at runtime; the watchdog loads them again once it serves."""
+    # after the restarts above (docker restart mid-stream, the watchdog's own)
+    _wait_for_adapters(vllm_url, keys["backend"])
+    before = engine.api.inspect_container(VLLM)["State"]["StartedAt"]
+    engine.api.restart(VLLM, timeout=60)
+    assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] != before
+    wait_until_serving(vllm_url, keys["backend"], timeout=600)
+    _wait_for_adapters(vllm_url, keys["backend"])
+    journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager -n 200")
+    assert f"container={VLLM} action=load_adapter adapter=tiny-lora-a result=loaded" in journal
+    assert f"container={VLLM} action=load_adapter adapter=tiny-lora-b result=loaded" in journal
+    assert keys["backend"] not in journal
+    client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=keys["alice"], max_retries=0, timeout=120)
+    for adapter in ADAPTERS:
+        reply = client.chat.completions.create(
+            model=adapter, messages=[{"role": "user", "content": "Hello"}], max_tokens=4, temperature=0
+        )
+        assert reply.model == adapter
