@@ -88,8 +88,8 @@ def version_warnings(vinfo: VersionInfo) -> list[str]:
         return out
     if vinfo.version < (0, 8):
         out.append(
-            f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
-            "accounting, so memory figures are approximate"
+            f"vllm_version {vinfo.text} predates the 0.4 V0 engine, the oldest modelled; planned with the "
+            "0.4 V0 accounting, so memory figures are approximate"
         )
         return out
     out.append(

@@ -1,0 +1,69 @@
+"""The V0 engine's KV-cache budget (vLLM before 0.8), family by family.
+
+V0 sizes the cache in vllm/worker/worker.py `Worker.determine_num_available_blocks` as
+total x gpu_memory_utilization minus what its profile measured. What that measurement covers
+changed three times:
+
+* "V0-init-free" (0.2-0.6.3): `peak_memory = self.init_gpu_memory - free_gpu_memory`, where
+  `init_gpu_memory` is the free memory `init_device` read after `torch.cuda.set_device` (the CUDA
+  context already exists, other processes are already there) and before
+  `init_worker_distributed_environment`. The budget therefore holds the weights, the activation
+  peak (no `empty_cache` after `profile_run`, so the allocator keeps it) and every non-torch
+  allocation since then (NCCL, custom all-reduce, attention workspaces), but neither the context
+  nor other processes. (worker.py at v0.4.3, v0.5.5, v0.6.0, v0.6.3.post1.)
+* "V0-peak-nontorch" (0.6.4): `peak_memory = allocated_bytes.all.peak` plus
+  `non_torch_allocations = (total - free) - allocated_bytes.all.current`, all of the GPU: the CUDA
+  context and other processes count against the budget, as in 0.8's V1 engine.
+  (worker.py at v0.6.4.post1.)
+* "V0-snapshot" (0.6.5-0.8.x): `memory_profiling` (vllm/utils.py) with a baseline taken in
+  `init_device` after `set_device` (v0.6.6: `baseline_memory_in_bytes = total - init_gpu_memory`;
+  v0.7.3: `self.baseline_snapshot = MemorySnapshot()`), before the distributed init:
+  non_kv = weights + torch peak increase + non-torch increase since the baseline. Context and
+  other processes are again outside the budget; NCCL buffers are inside.
+
+The profile itself (vllm/worker/model_runner.py `profile_run` / `_dummy_run`, v0.7.3) runs
+max_num_seqs dummy prompts totalling max_num_batched_tokens and samples one token from each with
+top_p=0.99, top_k=vocab-1, which takes the PyTorch sort path of
+vllm/model_executor/layers/sampler.py `_apply_top_k_top_p` (`logits.sort`, the same ATen sort that
+sampler.py's "sort" path sizes; FlashInfer sampling only with VLLM_USE_FLASHINFER_SAMPLER=1, vllm/envs.py
+default None), so VersionInfo.flashinfer_sampler is off before 0.8.
+"""
+
+from __future__ import annotations
+
+from .errors import MIB
+
+# Non-torch memory a single-GPU V0 worker adds after its baseline: attention-backend workspaces and
+# allocator slack. cuBLAS workspaces come from PyTorch's caching allocator in the torch releases V0
+# ran on (2.1-2.6), so they are torch memory, measured in the activation peak.
+V0_MISC_NON_TORCH = 64 * MIB
+
+
+def v0_family(version: tuple[int, int, int]) -> str:
+    if version < (0, 6, 4):
+        return "V0-init-free"
+    if version < (0, 6, 5):
+        return "V0-peak-nontorch"
+    return "V0-snapshot"
+
+
+def v0_non_torch(nccl: int, custom_allreduce: int) -> int:
+    """Non-torch memory inside the V0 budget: NCCL communicators and custom all-reduce buffers are
+    created by `init_worker_distributed_environment`, after the baseline, in every V0 family."""
+    return V0_MISC_NON_TORCH + nccl + custom_allreduce
+
+
+def v0_available_kv(
+    version: tuple[int, int, int],
+    requested: int,
+    weights: int,
+    activation: int,
+    non_torch: int,
+    context: int,
+    other_processes: int,
+) -> int:
+    """`available_kv_cache_memory` of V0's determine_num_available_blocks (bytes, may be negative)."""
+    used = weights + activation + non_torch
+    if v0_family(version) == "V0-peak-nontorch":
+        used += context + other_processes
+    return requested - used
