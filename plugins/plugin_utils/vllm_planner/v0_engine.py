@@ -31,12 +31,20 @@ default None), so VersionInfo.flashinfer_sampler is off before 0.8.
 
 from __future__ import annotations
 
+from .config import ModelArch
 from .errors import MIB
 
 # Non-torch memory a single-GPU V0 worker adds after its baseline: attention-backend workspaces and
 # allocator slack. cuBLAS workspaces come from PyTorch's caching allocator in the torch releases V0
 # ran on (2.1-2.6), so they are torch memory, measured in the activation peak.
 V0_MISC_NON_TORCH = 64 * MIB
+# Before MLA (0.7.1) DeepSeek-V2/V3 ran as multi-head attention with one KV head per query head and
+# head_size padded from 192 to 256 for FlashAttention (vllm/config.py ModelConfig.get_head_size, v0.6.6).
+V0_DEEPSEEK_HEAD_SIZE = 256
+V0_MLA_FIRST = (0, 7, 1)
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE (default 1, vllm/envs.py v0.7.3): MLA cache entries are rounded up to
+# 256 bytes of the model dtype (vllm/worker/cache_engine.py get_cache_block_size, align_to_256bytes).
+V0_MLA_ALIGN_BYTES = 256
 
 
 def v0_family(version: tuple[int, int, int]) -> str:
@@ -67,3 +75,16 @@ def v0_available_kv(
     if v0_family(version) == "V0-peak-nontorch":
         used += context + other_processes
     return requested - used
+
+
+def v0_mla_token_bytes(
+    arch: ModelArch, version: tuple[int, int, int], tp: int, kv_bytes: int, dtype_bytes: int
+) -> int:
+    """KV bytes per token of one attention layer on one GPU of a DeepSeek-MLA model in V0."""
+    assert arch.mla is not None
+    if version < V0_MLA_FIRST:
+        heads = max(1, (arch.num_kv_heads or arch.num_heads) // tp)
+        return 2 * heads * V0_DEEPSEEK_HEAD_SIZE * kv_bytes
+    per = V0_MLA_ALIGN_BYTES // dtype_bytes
+    entry = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
+    return -(-entry // per) * per * kv_bytes
