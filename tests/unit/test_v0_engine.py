@@ -19,7 +19,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     v0_mla_token_bytes,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import version_info
-from planner_helpers import H200, RTX4090, config, gpu
+from planner_helpers import A100_40, H100, H200, RTX4090, T4, config, gpu
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -166,3 +166,39 @@ def test_older_than_modelled_warns_but_plans_v0() -> None:
     assert any("predates the 0.4 V0 engine" in w for w in result["warnings"])
     spec = GpuSpec.from_any(H200)
     assert result["per_gpu"]["total_bytes"] == spec.cuda_total_bytes
+
+
+@pytest.mark.parametrize(
+    ("gpu_spec", "kv_dtype", "family"),
+    [
+        (T4, "auto", "V0-snapshot"),  # 'Compute Capability < 8.0'
+        (A100_40, "fp8", "V0-snapshot"),  # fp8 KV cache needs FlashAttention 3 (Hopper) in V1
+        (H100, "fp8", "V1-early"),
+        (A100_40, "auto", "V1-early"),
+    ],
+)
+def test_v08_falls_back_to_v0_where_the_oracle_says(gpu_spec: dict, kv_dtype: str, family: str) -> None:
+    opts = {"vllm_version": "0.8.5", "max_model_len": 4096, "kv_cache_dtype": kv_dtype, "dtype": "float16"}
+    result = plan(config("Qwen__Qwen2.5-1.5B"), gpu(gpu_spec, count=1), options=opts)
+    assert result["vllm_family"] == family
+    assert any("falls back to the V0 engine" in w for w in result["warnings"]) is (family == "V0-snapshot")
+
+
+def test_v08_v0_fallback_uses_the_v0_budget_and_error() -> None:
+    opts = {"vllm_version": "0.8.5", "max_model_len": 131072, "dtype": "float16"}
+    result = plan(config("meta-llama__Llama-3.2-3B"), gpu(T4, count=1), options=opts)
+    assert not result["feasible"]
+    assert result["errors"][0].startswith(V0_ERROR.format(131072))
+    v1 = plan(
+        config("Qwen__Qwen2.5-1.5B"),
+        gpu(A100_40, count=1),
+        options={"vllm_version": "0.8.5", "max_model_len": 16384},
+    )
+    v0 = plan(
+        config("Qwen__Qwen2.5-1.5B"),
+        gpu(A100_40, count=1),
+        options={"vllm_version": "0.8.5", "kv_cache_dtype": "fp8", "max_model_len": 16384},
+    )
+    # V0's scheduler: one prefill of the whole context (no chunked prefill), where V1 chunks it
+    assert v0["max_num_batched_tokens"] == v0["max_model_len"] > v1["max_num_batched_tokens"]
+    assert v0["kv_cache_blocks"] * v0["block_size"] > 1.9 * v1["kv_cache_blocks"] * v1["block_size"]

@@ -171,7 +171,7 @@ def stage_memory(
     KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
-    if vinfo.version < (0, 8):
+    if vinfo.v0_engine:
         return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, tp)
     pre = pre_snapshot_bytes(vinfo, world)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),

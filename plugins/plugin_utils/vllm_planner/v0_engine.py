@@ -88,3 +88,26 @@ def v0_mla_token_bytes(
     per = V0_MLA_ALIGN_BYTES // dtype_bytes
     entry = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
     return -(-entry // per) * per * kv_bytes
+
+
+def v1_unsupported(
+    version: tuple[int, int, int],
+    cc: tuple[int, int],
+    dtype: str | None,
+    kv_cache_dtype: str,
+    quantization: str | None,
+) -> str:
+    """What makes a 0.8.x engine fall back to V0 (EngineArgs._is_v1_supported_oracle, arg_utils.py v0.8.5);
+    empty when V1 runs. Only the checks a plan can see: the GPU, the dtype, the KV-cache dtype (V1 takes
+    fp8 only through FlashAttention 3, which flash_attn_supports_fp8 allows on Hopper) and GGUF."""
+    if not (0, 8) <= version < (0, 9):
+        return ""
+    if cc[0] < 8:
+        return "Compute Capability < 8.0"
+    if dtype in ("float32", "float"):
+        return f"--dtype {dtype}"
+    if kv_cache_dtype != "auto" and not (kv_cache_dtype.startswith("fp8") and cc == (9, 0)):
+        return "--kv-cache-dtype"
+    if quantization == "gguf":
+        return "--quantization gguf"
+    return ""

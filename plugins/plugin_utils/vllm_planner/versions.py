@@ -166,6 +166,8 @@ class VersionInfo:
     torch_28: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
+    # The V0 engine runs (v0_engine.py): every release before 0.8, and 0.8.x where vLLM falls back to it.
+    v0_engine: bool = False
     # No version was given: planned for DEFAULT_VLLM_VERSION.
     assumed: bool = False
     # A development build (.devN / +g<commit>): planned as the release family it reports.
@@ -233,6 +235,7 @@ def version_info(text: str | None) -> VersionInfo:
         v2_model_runner=v >= (0, 34),
         torch_28=v >= (0, 10, 2),
         extrapolated=extrapolated,
+        v0_engine=v < (0, 8),
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
         raw="" if text is None else str(text).strip(),
