@@ -258,9 +258,11 @@ def test_max_num_seqs_from_kv_capacity_and_workload_batch_tokens() -> None:
 
 
 def test_version_older_than_modelled_warns() -> None:
-    result = plan(config("Qwen__Qwen3-0.6B"), H200, options={"vllm_version": "0.5.4"})
-    assert result["vllm_family"] == "V1-early"
-    assert any("predates the V1 engine" in w for w in result["warnings"])
+    result = plan(config("Qwen__Qwen3-0.6B"), H200, options={"vllm_version": "0.3.3"})
+    assert result["vllm_family"] == "V0-init-free"
+    assert any("predates the 0.4 V0 engine" in w for w in result["warnings"])
+    modelled = plan(config("Qwen__Qwen3-0.6B"), H200, options={"vllm_version": "0.5.4"})
+    assert not any("predates" in w for w in modelled["warnings"])
 
 
 def test_v0_engine_releases_use_the_v0_error_text() -> None:

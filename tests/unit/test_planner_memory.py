@@ -134,6 +134,11 @@ def test_version_parsing(text: str, expected: tuple[int, int, int]) -> None:
 @pytest.mark.parametrize(
     ("version", "family"),
     [
+        ("0.4.3", "V0-init-free"),
+        ("0.6.3", "V0-init-free"),
+        ("0.6.4", "V0-peak-nontorch"),
+        ("0.6.5", "V0-snapshot"),
+        ("0.7.3", "V0-snapshot"),
         ("0.8.5", "V1-early"),
         ("0.9.2", "V1-snapshot-A"),
         ("0.19.1", "V1-snapshot-B"),

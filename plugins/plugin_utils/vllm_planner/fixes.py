@@ -102,7 +102,7 @@ def _kv_short(m: _Miss) -> tuple[str, str | None]:
     e = max(m.weights_ok, key=lambda x: x.l_fit)
     st = e.stage
     est = max(e.l_fit, 0)
-    if vinfo.version < (0, 8):  # the V0 engine (default before 0.8) words it by token count
+    if vinfo.v0_engine:  # the V0 engine words it by token count
         msg = E.v0_kv_too_small(m.want_len, st.num_blocks * st.layout.block_size)
     else:
         gmu_shown = gmu if gmu is not None else (None if vinfo.extensible else vinfo.gmu_default)

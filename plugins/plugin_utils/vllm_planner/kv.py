@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .config import ModelArch
 from .gpu import GpuSpec
+from .v0_engine import v0_mla_token_bytes
 from .versions import VersionInfo
 
 
@@ -85,7 +86,7 @@ def mamba_state_bytes(arch: ModelArch, tp: int, dtype_bytes: int) -> int:
 
 
 def default_block_size(arch: ModelArch, gpu: GpuSpec, vinfo: VersionInfo) -> int:
-    if arch.mla is not None:
+    if arch.mla is not None and not vinfo.v0_engine:  # V0: 16 for every backend (platforms/cuda.py)
         major = gpu.cc[0]
         if major == 10:
             return 128  # CUTLASS MLA on data-centre Blackwell
@@ -119,7 +120,10 @@ def build_layout(
 ) -> KvLayout:
     kinds = arch.layer_kinds[start:end]
     hybrid = hybrid_manager_enabled(arch, vinfo, allow_chunked)
-    tok = attention_token_bytes(arch, tp, kv_bytes, kv_dtype) if arch.num_kv_heads or arch.mla else 0
+    if arch.mla is not None and vinfo.v0_engine:
+        tok = v0_mla_token_bytes(arch, vinfo.version, tp, kv_bytes, dtype_bytes)
+    else:
+        tok = attention_token_bytes(arch, tp, kv_bytes, kv_dtype) if arch.num_kv_heads or arch.mla else 0
     counts: dict[str, int] = {}
     window = arch.sliding_window or 0
     chunk = arch.chunk_size or 0

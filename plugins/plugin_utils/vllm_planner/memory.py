@@ -36,6 +36,7 @@ from .non_torch import (
     pre_snapshot_bytes,
 )
 from .sampler import DEFAULT_SMS, sampler_bytes
+from .v0_engine import v0_available_kv, v0_family, v0_non_torch
 from .versions import VersionInfo
 
 __all__ = [
@@ -171,6 +172,8 @@ def stage_memory(
     KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
     T = gpu.cuda_total_bytes
     nccl = nccl_bytes(world)
+    if vinfo.v0_engine:
+        return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, tp)
     pre = pre_snapshot_bytes(vinfo, world)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
@@ -201,3 +204,25 @@ def stage_memory(
             avail = requested - (W + A + non_torch) - R
             headroom = T - requested - pre - gpu.used_bytes - max(G - R, 0)
     return StageMemory(T, requested, pre, W, A, non_torch, G, int(avail), int(headroom), R)
+
+
+def _v0_stage_memory(
+    gpu: GpuSpec,
+    vinfo: VersionInfo,
+    gmu: float | None,
+    weights: float,
+    activation: float,
+    graphs: float,
+    nccl: int,
+    tp: int,
+) -> StageMemory:
+    """V0 engine (v0_engine.py): graphs are captured after the cache, outside the budget."""
+    T = gpu.cuda_total_bytes
+    requested = int(T * (gmu if gmu is not None else vinfo.gmu_default))
+    W, A, G = int(weights), int(activation), int(graphs)
+    non_torch = v0_non_torch(nccl, CUSTOM_ALLREDUCE if tp > 1 else 0)
+    avail = v0_available_kv(vinfo.version, requested, W, A, non_torch, CUDA_CONTEXT, gpu.used_bytes)
+    outside = v0_family(vinfo.version) != "V0-peak-nontorch"
+    pre = CUDA_CONTEXT if outside else 0
+    headroom = T - requested - G - (CUDA_CONTEXT + gpu.used_bytes if outside else 0)
+    return StageMemory(T, requested, pre, W, A, non_torch, G, int(avail), int(headroom), 0)

@@ -8,6 +8,7 @@ the options leave open), candidates (TP/PP splits), evaluation (memory and KV ca
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .candidates import Candidates, candidates, parallel_errors, tp_candidates, tp_problems
@@ -20,6 +21,7 @@ from .refusals import refusals
 from .result import build_result
 from .settings import Notes, settle, version_warnings
 from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
+from .v0_engine import v1_unsupported
 from .versions import resolve_version_text, version_info
 
 __all__ = [
@@ -55,6 +57,11 @@ def plan(
     vinfo = version_info(resolve_version_text(parse_version(raw, "vllm_version"), raw.get("vllm_image")))
     notes = Notes(warnings=version_warnings(vinfo))
     opts = parse_options(raw, check=False)  # checked above, before the config is read
+    fallback = v1_unsupported(vinfo.version, g.cc, opts.dtype, opts.kv_cache_dtype, opts.quantization)
+    if fallback:
+        # vLLM 0.8 runs the V0 engine for this start (no VLLM_USE_V1 set): plan it with V0's accounting
+        vinfo = replace(vinfo, v0_engine=True, family="V0-snapshot", flashinfer_sampler=False)
+        notes.warnings.append(f"vLLM {vinfo.text} falls back to the V0 engine ({fallback}); planned as V0")
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)
     refusals(s, notes)
     notes.errors.extend(parallel_errors(s))

@@ -87,7 +87,7 @@ def _startup_error(s: Settings, ev: Evaluation, length: int, mnbt: int) -> str:
         return E.NO_CACHE_MEMORY
     if ev.l_fit >= length:
         return ""
-    if vinfo.version < (0, 8):
+    if vinfo.v0_engine:
         return E.v0_kv_too_small(length, ev.num_blocks * st.layout.block_size)
     shown = s.gmu if s.opts.gpu_memory_utilization is not None else None
     return E.kv_too_small(

@@ -86,10 +86,10 @@ def version_warnings(vinfo: VersionInfo) -> list[str]:
         )
     if not vinfo.extrapolated:
         return out
-    if vinfo.version < (0, 8):
+    if vinfo.version < (0, 4):
         out.append(
-            f"vllm_version {vinfo.text} predates the V1 engine (0.8); planned with the 0.8 "
-            "accounting, so memory figures are approximate"
+            f"vllm_version {vinfo.text} predates the 0.4 V0 engine, the oldest modelled; planned with the "
+            "0.4 V0 accounting, so memory figures are approximate"
         )
         return out
     out.append(
@@ -249,7 +249,7 @@ def vllm_scheduler_defaults(
     (max(max_model_len, 2048)); `vllm serve` enabled chunked prefill above 32K with 512 tokens (0.6) or
     2048 (0.7).
     """
-    if vinfo.version < (0, 8):
+    if vinfo.v0_engine:
         seqs = user_seqs or V0_MAX_NUM_SEQS
         if user_mnbt:
             mnbt = user_mnbt
@@ -268,7 +268,7 @@ def scheduler(
     opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes, want_len: int
 ) -> tuple[int, int, int]:
     """(class default max_num_seqs, max_num_seqs, max_num_batched_tokens) before KV sizing."""
-    if vinfo.version < (0, 8):
+    if vinfo.v0_engine:
         # V0 refuses a batch below max_model_len unless chunked prefill is on: keep vLLM's own choice
         cls_mnbt, cls_seqs = vllm_scheduler_defaults(g, vinfo, opts.workload, want_len)
     else:

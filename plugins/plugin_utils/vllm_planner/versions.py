@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .errors import PlanInputError
+from .v0_engine import v0_family
 
 DEFAULT_VLLM_VERSION = "0.34.0"
 # Newest release whose accounting is modelled; newer releases are planned like it.
 NEWEST_MODELLED = (0, 34, 0)
-# Oldest family modelled: the V1 engine of 0.8.x. Older releases are planned like it.
-OLDEST_MODELLED = (0, 8, 0)
+# Oldest family modelled: the V0 engine of 0.4 (v0_engine.py). Older releases are planned like it.
+OLDEST_MODELLED = (0, 4, 0)
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 # setuptools-scm builds between releases: 0.11.1.dev123+gabc1234 (main after 0.11.0), 0.12.0rc1.dev4
@@ -102,7 +103,8 @@ class VersionInfo:
     family: str
     # gpu_memory_utilization that vLLM uses when the flag is not given (0.34: when extensible is off).
     gmu_default: float
-    # 0.8.x: the budget is absolute (everything on the GPU counts against total*gmu).
+    # 0.8.x: the budget is absolute (everything on the GPU counts against total*gmu). Before 0.8 the
+    # V0 engine's accounting (v0_engine.py) applies instead.
     absolute_budget: bool
     # 0.9-0.10: the baseline snapshot precedes NCCL init, so NCCL buffers are inside the budget.
     nccl_in_budget: bool
@@ -164,6 +166,8 @@ class VersionInfo:
     torch_28: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
+    # The V0 engine runs (v0_engine.py): every release before 0.8, and 0.8.x where vLLM falls back to it.
+    v0_engine: bool = False
     # No version was given: planned for DEFAULT_VLLM_VERSION.
     assumed: bool = False
     # A development build (.devN / +g<commit>): planned as the release family it reports.
@@ -180,7 +184,9 @@ class VersionInfo:
 def version_info(text: str | None) -> VersionInfo:
     v = parse_version(text)
     extrapolated = v < OLDEST_MODELLED or v > (NEWEST_MODELLED[0], NEWEST_MODELLED[1], 999)
-    if v < (0, 9):
+    if v < (0, 8):
+        family = v0_family(v)
+    elif v < (0, 9):
         family = "V1-early"
     elif v < (0, 11):
         family = "V1-snapshot-A"
@@ -221,13 +227,15 @@ def version_info(text: str | None) -> VersionInfo:
         kv_error_variant=variant,
         kv_error_link=v >= (0, 13),
         profile_consumed=v >= (0, 27),
-        flashinfer_sampler=v < (0, 9) or v >= (0, 21),
+        # V0 (before 0.8) sorts: FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1 (vllm/envs.py v0.7.3)
+        flashinfer_sampler=(0, 8) <= v < (0, 9) or v >= (0, 21),
         triton_topk=v >= (0, 17),
         allreduce_rms_fusion=v >= (0, 17),
         flashinfer_allreduce=v >= (0, 29),
         v2_model_runner=v >= (0, 34),
         torch_28=v >= (0, 10, 2),
         extrapolated=extrapolated,
+        v0_engine=v < (0, 8),
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
         raw="" if text is None else str(text).strip(),
