@@ -68,6 +68,10 @@ def main() -> int:
     parser.add_argument("--logs", default="/tmp", help="folder for each member's log")
     # pp: one pipeline stage per member (what the planner gives a group); tp: tensor parallel across them
     parser.add_argument("--split", choices=("pp", "tp"), default="pp")
+    # eager: --enforce-eager. dynamo: torch.compile traced once with the "eager" backend (no C++
+    # compiler needed); vLLM's CPU worker runs its warm-up forward pass only when compilation is on,
+    # and that pass is what allocates the buffer later pipeline stages receive activations into.
+    parser.add_argument("--compile", choices=("eager", "dynamo"), default="dynamo")
     args = parser.parse_args()
     cleanup()
     sh("docker", "network", "create", "--subnet", "172.31.250.0/24", NET)
@@ -75,8 +79,10 @@ def main() -> int:
     group = groups.ServingGroup("lab_pair", ("rank0", "rank1"), "mp", 29501)
     tp, pp = ("2", "1") if args.split == "tp" else ("1", "2")
     planned = ["--tensor-parallel-size", tp, "--pipeline-parallel-size", pp, "--max-model-len", "512",
-               "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager",
+               "--max-num-seqs", "4", "--dtype", "float32",
                "--kv-cache-memory-bytes", "33554432"]  # fmt: skip
+    planned += (["--enforce-eager"] if args.compile == "eager"
+                else ["--compilation-config", '{"mode": 2, "backend": "eager"}'])  # fmt: skip
     facts = {
         h: {"interfaces": ["eth0"], "eth0": {"device": "eth0", "ipv4": {"address": a}}}
         for h, a in addrs.items()
