@@ -72,6 +72,7 @@ def main() -> int:
     # compiler needed); vLLM's CPU worker runs its warm-up forward pass only when compilation is on,
     # and that pass is what allocates the buffer later pipeline stages receive activations into.
     parser.add_argument("--compile", choices=("eager", "dynamo"), default="dynamo")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="more member env")
     args = parser.parse_args()
     cleanup()
     sh("docker", "network", "create", "--subnet", "172.31.250.0/24", NET)
@@ -93,7 +94,8 @@ def main() -> int:
         launch = groups.member_launch(command, group, host, addrs["rank0"], addr, args.version)
         env = groups.member_env(group, host, addr, facts[host])
         print(f"{host}: vllm serve {' '.join(launch['command'])}  env {env}", flush=True)
-        envs = [x for k, v in {**env, "VLLM_API_KEY": KEY, "VLLM_CPU_KVCACHE_SPACE": "1"}.items()
+        extra = dict(item.split("=", 1) for item in args.env)
+        envs = [x for k, v in {**env, "VLLM_API_KEY": KEY, "VLLM_CPU_KVCACHE_SPACE": "1", **extra}.items()
                 for x in ("-e", f"{k}={v}")]  # fmt: skip
         sh("docker", "run", "-d", "--name", name, "--network", NET, "--ip", addr, "--shm-size", "1g",
            *envs, args.image, *launch["command"])  # fmt: skip
@@ -118,9 +120,14 @@ def main() -> int:
             done = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
             Path(f"{args.logs}/{name}.log").write_text(done.stdout + done.stderr)
         sh("docker", "kill", NAMES[1])
+        killed = time.monotonic()
         time.sleep(10)
         code, text = post(f"{base}/v1/completions", {"model": "tiny", "prompt": "hello", "max_tokens": 8}, 30)
         print(f"follower killed: rank 0 health {get(f'{base}/health')}, completion HTTP {code} {text[:200]}")
+        # rank 0 notices at its next step: the step times out (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)
+        while time.monotonic() - killed < 400 and get(f"{base}/health") == 200:
+            time.sleep(3)
+        print(f"rank 0 health {get(f'{base}/health')} {time.monotonic() - killed:.0f} s after the kill")
     for name in NAMES:
         state = sh("docker", "inspect", "-f", "{{.State.Status}} exit={{.State.ExitCode}}", name, check=False)
         logs = subprocess.run(["docker", "logs", "--tail", "25", name], capture_output=True, text=True).stderr
