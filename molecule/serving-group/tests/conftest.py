@@ -15,7 +15,7 @@ import pytest
 
 GATEWAY = "vf-group-gateway"
 NODES = ("vf-group-gpu1", "vf-group-gpu2")  # rank 0, rank 1 (the inventory order of group pair)
-MEMBERS = ("gpu1-vllm-tiny", "gpu2-vllm-tiny")  # each node's vLLM container
+MEMBERS = ("vf-group-gpu1-vllm-tiny", "vf-group-gpu2-vllm-tiny")  # each node's vLLM container
 NET = "vf-group-internal"
 HTTP_PORT = 8080
 VLLM_PORT = 8000

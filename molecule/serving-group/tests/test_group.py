@@ -8,7 +8,7 @@ import time
 import openai
 from conftest import GATEWAY, HTTP_PORT, MEMBERS, NODES, RENDEZVOUS_PORT, VLLM_PORT, call, ip_on
 
-testinfra_hosts = ["ansible://gpu1"]
+testinfra_hosts = ["ansible://vf-group-gpu1"]
 PROM = "/var/lib/prometheus/node-exporter/vllm_watchdog.prom"
 LABELS = f'model="tiny",container="{MEMBERS[0]}"'
 EXECUTE_TIMEOUT = 30  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS in molecule.yml
@@ -79,8 +79,8 @@ def test_killing_the_follower_takes_the_replica_out_of_service(host, engine, key
     journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager -n 20")
     print(f"watchdog after the kill ({time.monotonic() - killed:.0f} s):\n{text}")
     assert _metric(text, "vllm_watchdog_up") == 0, journal
-    assert _metric(text, "vllm_watchdog_consecutive_failures") >= 1
-    assert f"container={MEMBERS[0]} outcome=fail" in journal, journal
+    # inside the startup grace (the ready timeout) a failed check reads "starting" and is not yet counted
+    assert re.search(rf"container={MEMBERS[0]} outcome=(fail|starting) reason='timeout'", journal), journal
     # once its step times out, rank 0 stops answering: its own health, and the gateway's route, fail
     gateway = f"http://{ip_on(engine, GATEWAY)}:{HTTP_PORT}"
     rank0 = f"http://{ip_on(engine, NODES[0])}:{VLLM_PORT}"
