@@ -68,6 +68,11 @@ def main() -> int:
     parser.add_argument("--logs", default="/tmp", help="folder for each member's log")
     # pp: one pipeline stage per member (what the planner gives a group); tp: tensor parallel across them
     parser.add_argument("--split", choices=("pp", "tp"), default="pp")
+    # eager: --enforce-eager. dynamo: torch.compile traced once with the "eager" backend (no C++
+    # compiler needed); vLLM's CPU worker runs its warm-up forward pass only when compilation is on,
+    # and that pass is what allocates the buffer later pipeline stages receive activations into.
+    parser.add_argument("--compile", choices=("eager", "dynamo"), default="dynamo")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="more member env")
     args = parser.parse_args()
     cleanup()
     sh("docker", "network", "create", "--subnet", "172.31.250.0/24", NET)
@@ -75,8 +80,10 @@ def main() -> int:
     group = groups.ServingGroup("lab_pair", ("rank0", "rank1"), "mp", 29501)
     tp, pp = ("2", "1") if args.split == "tp" else ("1", "2")
     planned = ["--tensor-parallel-size", tp, "--pipeline-parallel-size", pp, "--max-model-len", "512",
-               "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager",
+               "--max-num-seqs", "4", "--dtype", "float32",
                "--kv-cache-memory-bytes", "33554432"]  # fmt: skip
+    planned += (["--enforce-eager"] if args.compile == "eager"
+                else ["--compilation-config", '{"mode": 2, "backend": "eager"}'])  # fmt: skip
     facts = {
         h: {"interfaces": ["eth0"], "eth0": {"device": "eth0", "ipv4": {"address": a}}}
         for h, a in addrs.items()
@@ -87,7 +94,8 @@ def main() -> int:
         launch = groups.member_launch(command, group, host, addrs["rank0"], addr, args.version)
         env = groups.member_env(group, host, addr, facts[host])
         print(f"{host}: vllm serve {' '.join(launch['command'])}  env {env}", flush=True)
-        envs = [x for k, v in {**env, "VLLM_API_KEY": KEY, "VLLM_CPU_KVCACHE_SPACE": "1"}.items()
+        extra = dict(item.split("=", 1) for item in args.env)
+        envs = [x for k, v in {**env, "VLLM_API_KEY": KEY, "VLLM_CPU_KVCACHE_SPACE": "1", **extra}.items()
                 for x in ("-e", f"{k}={v}")]  # fmt: skip
         sh("docker", "run", "-d", "--name", name, "--network", NET, "--ip", addr, "--shm-size", "1g",
            *envs, args.image, *launch["command"])  # fmt: skip
@@ -112,9 +120,14 @@ def main() -> int:
             done = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
             Path(f"{args.logs}/{name}.log").write_text(done.stdout + done.stderr)
         sh("docker", "kill", NAMES[1])
+        killed = time.monotonic()
         time.sleep(10)
         code, text = post(f"{base}/v1/completions", {"model": "tiny", "prompt": "hello", "max_tokens": 8}, 30)
         print(f"follower killed: rank 0 health {get(f'{base}/health')}, completion HTTP {code} {text[:200]}")
+        # rank 0 notices at its next step: the step times out (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)
+        while time.monotonic() - killed < 400 and get(f"{base}/health") == 200:
+            time.sleep(3)
+        print(f"rank 0 health {get(f'{base}/health')} {time.monotonic() - killed:.0f} s after the kill")
     for name in NAMES:
         state = sh("docker", "inspect", "-f", "{{.State.Status}} exit={{.State.ExitCode}}", name, check=False)
         logs = subprocess.run(["docker", "logs", "--tail", "25", name], capture_output=True, text=True).stderr
