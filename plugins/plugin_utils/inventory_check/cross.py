@@ -419,8 +419,7 @@ def _check_adapters(
                 Problem(
                     f"{where}.name",
                     f"adapter {name!r} is served but not declared in model_weights_models, "
-                    "so nothing fetches it"
-                    + (f"; did you mean {guess}?" if guess else ""),
+                    "so nothing fetches it" + (f"; did you mean {guess}?" if guess else ""),
                     f"add {{name: {name}, source: huggingface, repo_id: {repo}, revision: {revision}}} "
                     "to model_weights_models (group_vars/all)",
                     view.host,

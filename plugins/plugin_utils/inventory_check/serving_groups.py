@@ -16,9 +16,7 @@ def _models(view: HostView) -> list[tuple[Any, Any]]:
     models = view.get("vllm_server_models", [])
     if not isinstance(models, list):
         return []
-    return sorted(
-        ((m.get("name"), m.get("port")) for m in models if isinstance(m, Mapping)), key=str
-    )
+    return sorted(((m.get("name"), m.get("port")) for m in models if isinstance(m, Mapping)), key=str)
 
 
 def check_serving_groups(

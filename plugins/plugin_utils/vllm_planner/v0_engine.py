@@ -81,12 +81,14 @@ def v0_mla_token_bytes(
     arch: ModelArch, version: tuple[int, int, int], tp: int, kv_bytes: int, dtype_bytes: int
 ) -> int:
     """KV bytes per token of one attention layer on one GPU of a DeepSeek-MLA model in V0."""
-    assert arch.mla is not None
+    mla = arch.mla
+    if mla is None:
+        raise ValueError(f"{arch.model_type}: not an MLA model")
     if version < V0_MLA_FIRST:
         heads = max(1, (arch.num_kv_heads or arch.num_heads) // tp)
         return 2 * heads * V0_DEEPSEEK_HEAD_SIZE * kv_bytes
     per = V0_MLA_ALIGN_BYTES // dtype_bytes
-    entry = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
+    entry = mla.kv_lora_rank + mla.qk_rope_head_dim
     return -(-entry // per) * per * kv_bytes
 
 
