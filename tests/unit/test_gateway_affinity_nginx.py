@@ -40,18 +40,24 @@ def nginx_bin() -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """Distinct free ports: every socket is held until all are bound (one at a time could repeat a port)."""
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 class Backend:
     """One serving host: an HTTP server per model port, answering {"backend": host}."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, ports: list[int]) -> None:
         self.host = host
-        self.ports = {model: _free_port() for model in MODELS}
+        self.ports = dict(zip(MODELS, ports, strict=True))
         self.servers: list[ThreadingHTTPServer] = []
 
     def start(self) -> None:
@@ -84,9 +90,9 @@ class Backend:
 
 
 class Gateway:
-    def __init__(self, nginx: str, out: Path, backends: list[Backend]) -> None:
+    def __init__(self, nginx: str, out: Path, backends: list[Backend], port: int) -> None:
         self.nginx, self.out, self.backends = nginx, out, backends
-        self.port = _free_port()
+        self.port = port
         (out / "logs").mkdir(parents=True, exist_ok=True)
         (out / "nginx.conf").write_text(
             f"load_module {NJS_MODULE};\n"
@@ -206,10 +212,11 @@ class Gateway:
 
 @pytest.fixture
 def gateway(nginx_bin: str, tmp_path: Path) -> Iterator[Gateway]:
-    backends = [Backend(h) for h in HOSTS]
+    ports = _free_ports(len(HOSTS) * len(MODELS) + 1)
+    backends = [Backend(h, ports[i * len(MODELS) : (i + 1) * len(MODELS)]) for i, h in enumerate(HOSTS)]
     for backend in backends:
         backend.start()
-    gw = Gateway(nginx_bin, tmp_path, backends)
+    gw = Gateway(nginx_bin, tmp_path, backends, ports[-1])
     gw.render()
     gw.start()
     try:
