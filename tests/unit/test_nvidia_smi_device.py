@@ -39,7 +39,7 @@ def _from_captures() -> dict:
     return json.loads(json.dumps(nvidia_smi.facts_from_results(results, kernel_module_version=kernel)))
 
 
-# Facts this version reports that the module run recorded in facts.json (2026-12-02) predates.
+# Facts this version reports that the module run recorded in facts.json (2026-12-04) predates.
 # A fresh tests/hardware/capture.sh run on the host makes this set empty.
 NEWER_THAN_THE_CAPTURE: set[str] = set()
 
@@ -87,7 +87,7 @@ def test_the_h200_host() -> None:
     assert (gpu["compute_capability"], gpu["compute_capability_source"]) == ("9.0", "nvidia-smi")
     assert (gpu["persistence_mode"], gpu["mig_mode"], gpu["mig_devices"]) == (True, "disabled", [])
     assert (gpu["numa_node"], gpu["cpu_affinity"]) == (0, "0-15")
-    assert gpu["uuid"] == "GPU-a3a0ba0e-681b-5c5a-9d63-9f288758806d"
+    assert gpu["uuid"] == "GPU-a531e98e-626b-06a7-ead8-5cb43aa496b5"
     topology = facts["topology"]
     assert (topology["source"], topology["interconnect"], topology["nvswitch"]) == ("topo", "none", False)
     assert (topology["links"], topology["nvlink_islands"]) == ([], [[0]])
