@@ -309,3 +309,18 @@ def test_off_by_default_a_session_header_changes_nothing(gateway: Gateway) -> No
     gateway.reload()
     assert "hash $vf_affinity_key" not in (gateway.out / "upstreams.conf").read_text()
     assert len({gateway.backend_of(session="conversation-0") for _ in range(9)}) >= 2
+
+
+@pytest.mark.parametrize("affinity", [True, False], ids=["affinity", "least-connections"])
+def test_two_backends_gone_at_once_fail_no_request(gateway: Gateway, affinity: bool) -> None:
+    """With two of three hosts gone before nginx has marked either failed, a request may meet both
+    dead servers first: it must still reach the third (a bounded number of tries would answer 502)."""
+    if not affinity:
+        gateway.render(affinity=False)
+        gateway.reload()
+    survivor = gateway.backends[2]
+    for backend in gateway.backends[:2]:
+        backend.stop()
+    answers = [gateway.ask(session=s) for s in SESSIONS]
+    assert [status for status, _ in answers] == [200] * len(SESSIONS), answers
+    assert {answer["backend"] for _, answer in answers} == {survivor.host}
