@@ -16,6 +16,12 @@ clients (default 4) keep sending completions through the gateway:
 
 and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
 duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
+
+--groups serves the model as two serving groups of two nodes each (four nodes, one replica per
+group, pipeline parallel over Gloo between the CPU vLLMs of a group's two nodes; the gateway reaches
+a group through its rank 0). Its phases: upgrade (both groups to version B, one group at a time),
+follower-fails (a canary group whose follower gets an image that never starts: the whole group goes
+back to the version it ran, the other group is untouched), rollback.
 The load is the official `openai` client (--client openai, the default: half the threads stream,
 half do not, no client retries) or raw HTTP streams (--client http).
 
@@ -26,6 +32,7 @@ vf-up-bench-* and removed at the end (--keep leaves it up; `down` removes it).
 Usage (from the repository root, as root, on the machine's Docker engine):
   benchmarks/upgrade_under_load.py [run] [--clients 4] [--max-tokens 128] [--phases upgrade,never-ready,...]
       [--client openai|http] [--ready-timeout 90] [--hold-after-kill 40]
+  benchmarks/upgrade_under_load.py --groups [--phases upgrade,follower-fails,rollback]
   benchmarks/upgrade_under_load.py up | down
   benchmarks/upgrade_under_load.py remove-stuck [--hold-after-kill 30]
       vllm_server's remove.yml alone against a container Docker cannot stop (a minute, no fleet)
@@ -55,6 +62,12 @@ PREFIX = "vf-up-bench"
 NETWORK = PREFIX
 MODELS_DIR = f"/srv/{PREFIX}/models"
 NODES = [f"{PREFIX}-gpu{i}" for i in (1, 2, 3)]
+# --groups: two serving groups of two nodes, rank 0 first (the group's order is its hosts' order)
+GROUPS = {
+    "bench_pair_a": [f"{PREFIX}-gpu1", f"{PREFIX}-gpu2"],
+    "bench_pair_b": [f"{PREFIX}-gpu3", f"{PREFIX}-gpu4"],
+}
+GROUP_NODES = [node for members in GROUPS.values() for node in members]
 GATEWAY = f"{PREFIX}-gateway"
 LABEL = "io.vllm-fleet.test=upgrade-bench"
 REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"
@@ -62,6 +75,7 @@ BACKEND_KEY = "vf-up-bench-backend-0123456789abcdef"  # test-only secrets
 CLIENT_KEY = "vf-up-bench-client-0123456789abcdef"
 GATEWAY_PORT = 8080
 STUCK_NAME = f"{PREFIX}-stuck"
+DEFAULT_PHASES = "upgrade,never-ready,bad-args,wont-stop,rollback"
 STUCK_ROOT = f"/srv/{PREFIX}-stuck"
 
 
@@ -313,7 +327,7 @@ def bootstrap_env() -> dict[str, str]:
     return env
 
 
-def inventory(vllm_image: str) -> dict:
+def inventory(vllm_image: str, groups: bool = False) -> dict:
     gpu_vars = {
         "lab_gpu_profile": "h200x1",
         "vllm_fleet_api_key": BACKEND_KEY,
@@ -354,6 +368,21 @@ def inventory(vllm_image: str) -> dict:
         "fleet_rollout_gate_latency_floor": 3.0,
         "fleet_rollout_gate_timeout": 900,
     }
+    nodes = GROUP_NODES if groups else NODES
+    children: dict = {"bench_h200": {"hosts": {n: {} for n in nodes}}}
+    if groups:
+        # the lab's pipeline parallel CPU start (molecule/serving-group): torch.compile traced on the
+        # eager backend; a group of two serves one replica, each member one pipeline stage
+        (model,) = gpu_vars["vllm_server_models"]
+        model["overrides"] = {**model["overrides"], "enforce_eager": False, "max_num_seqs": 4,
+                              "kv_cache_memory_bytes": "32M"}  # fmt: skip
+        model["extra_args"] = ["--compilation-config", '{"mode": 2, "backend": "eager"}']
+        gpu_vars["vllm_fleet_serving_groups"] = list(GROUPS)
+        gpu_vars["vllm_server_env"] = {
+            **gpu_vars["vllm_server_env"],
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "60",
+        }
+        children.update({name: {"hosts": {n: {} for n in members}} for name, members in GROUPS.items()})
     return {
         "all": {
             "vars": {
@@ -370,17 +399,16 @@ def inventory(vllm_image: str) -> dict:
                         "gateway_http_port": GATEWAY_PORT,
                     },
                 },
-                "gpu_nodes": {
-                    "children": {"bench_h200": {"hosts": {n: {} for n in NODES}}},
-                    "vars": gpu_vars,
-                },
+                "gpu_nodes": {"children": children, "vars": gpu_vars},
             },
         }
     }
 
 
 class Bench:
-    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+    def __init__(self, env: dict[str, str], workdir: Path, groups: bool = False) -> None:
+        self.groups = groups
+        self.nodes = GROUP_NODES if groups else NODES
         self.env = {
             **env,
             "ANSIBLE_CACHE_PLUGIN": "memory",
@@ -391,7 +419,7 @@ class Bench:
         self.base_image = env["MOLECULE_IMAGE"]
         self.workdir = workdir
         self.inventory = workdir / "hosts.yml"
-        self.inventory.write_text(json.dumps(inventory(self.vllm_image), indent=1))
+        self.inventory.write_text(json.dumps(inventory(self.vllm_image, groups), indent=1))
         self.image_b = f"{PREFIX}/vllm-cpu:b"
         self.image_never = f"{PREFIX}/vllm-cpu:never-ready"
         self.image_stuck = f"{PREFIX}/vllm-cpu:wont-stop"
@@ -407,7 +435,7 @@ class Bench:
         if sh("docker", "network", "ls", "-q", "--filter", f"name=^{NETWORK}$").strip() == "":
             sh("docker", "network", "create", "--label", LABEL, NETWORK)
         os.makedirs(MODELS_DIR, exist_ok=True)
-        for name in [GATEWAY, *NODES]:
+        for name in [GATEWAY, *self.nodes]:
             if sh("docker", "ps", "-q", "--filter", f"name=^{name}$").strip():
                 continue
             sh("docker", "rm", "-f", name, check=False)
@@ -445,9 +473,9 @@ class Bench:
             finally:
                 sh("docker", "rm", cid)
         self.playbook("prepare", "tests/lab/prepare.yml", check=True)
-        # version A, one host at a time (vLLM's start is CPU heavy), then the gateway
-        for node in NODES:
-            self.playbook(f"serve {node}", "playbooks/serve.yml", "--limit", node, check=True)
+        # version A, one host (or serving group) at a time (vLLM's start is CPU heavy), then the gateway
+        for unit in GROUPS if self.groups else NODES:
+            self.playbook(f"serve {unit}", "playbooks/serve.yml", "--limit", unit, check=True)
         self.playbook("gateway", "playbooks/gateway.yml", check=True)
         self.wait_serving()
 
@@ -500,7 +528,7 @@ class Bench:
     # -- what runs
     def state(self) -> dict[str, dict]:
         out = {}
-        for node in NODES:
+        for node in self.nodes:
             container = f"{node}-vllm-tiny"
             attrs = json.loads(sh("docker", "inspect", container, check=False) or "[{}]")[0]
             fact_text = sh("docker", "exec", node, "cat", "/etc/ansible/facts.d/vllm_fleet.fact", check=False)
@@ -524,7 +552,7 @@ class Bench:
             self.gateway_url(), CLIENT_KEY, clients=clients, max_tokens=max_tokens, max_seconds=5400
         )
         stuck = (
-            StuckCanary(self.stuck_path, f"{NODES[0]}-vllm-tiny", self.hold_after_kill)
+            StuckCanary(self.stuck_path, f"{self.nodes[0]}-vllm-tiny", self.hold_after_kill)
             if name == "wont-stop"
             else None
         )
@@ -599,8 +627,9 @@ class StuckCanary:
         self.mount.unmount()
 
 
-def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
-    """What must hold after each phase; returns the problems."""
+def check_phase(result: dict, image_a: str, image_b: str, canary: list[str] | None = None) -> list[str]:
+    """What must hold after each phase; returns the problems. ``canary``: the hosts the bad phases
+    try first and must return to what they ran (the first node, or the first serving group)."""
     name, before, after, output = result["name"], result["before"], result["after"], result["output"]
     problems = []
     stats: LoadStats = result["load"]
@@ -619,22 +648,24 @@ def check_phase(result: dict, image_a: str, image_b: str) -> list[str]:
         if wrong:
             problems.append(f"{', '.join(wrong)} do not run {want}")
     else:
-        canary = NODES[0]
+        canary = canary or [next(iter(after))]
         if result["rc"] == 0:
             problems.append("the playbook succeeded with a bad canary")
         for needle in (
-            f"of {canary}",
             "runs the version it ran before again",
-            "stops here: 2 host(s) not reached",
+            f"stops here: {len(after) - len(canary)} host(s) not reached",
         ):
             if needle not in output:
                 problems.append(f"the failure message lacks {needle!r}")
-        if (
-            after[canary]["version"] != before[canary]["version"]
-            or after[canary]["image"] != before[canary]["image"]
-        ):
-            problems.append(f"the canary {canary} was not returned to {before[canary]['image']}")
-        for node in NODES[1:]:
+        if not any(f"of {host}" in output for host in canary):
+            problems.append(f"the failure message names none of {', '.join(canary)}")
+        for host in canary:
+            if (
+                after[host]["version"] != before[host]["version"]
+                or after[host]["image"] != before[host]["image"]
+            ):
+                problems.append(f"the canary {host} was not returned to {before[host]['image']}")
+        for node in [n for n in after if n not in canary]:
             if after[node]["started"] != before[node]["started"]:
                 problems.append(f"{node} was touched (its container restarted)")
     stuck = result.get("stuck")
@@ -739,7 +770,7 @@ def _workdir(args: argparse.Namespace) -> Path:
 def run(args: argparse.Namespace) -> int:
     env = bootstrap_env()
     workdir = _workdir(args)
-    bench = Bench(env, workdir)
+    bench = Bench(env, workdir, args.groups)
     bench.load_class = OpenAILoad if args.client == "openai" else StreamLoad
     bench.hold_after_kill = args.hold_after_kill
     image_a = bench.vllm_image
@@ -750,14 +781,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         bench.up()
         print(
-            f"fleet up (gateway + {len(NODES)} nodes, version A) in {time.monotonic() - t0:.0f} s", flush=True
+            f"fleet up (gateway + {len(bench.nodes)} nodes{', 2 serving groups' if args.groups else ''}, "
+            f"version A) in {time.monotonic() - t0:.0f} s",
+            flush=True,
         )
         small = {
             "vllm_server_ready_timeout_base": args.ready_timeout,
             "vllm_server_ready_timeout_max": args.ready_timeout,
             "fleet_rollout_gate_timeout": 30,
         }
-        models_b = inventory(image_a)["all"]["children"]["gpu_nodes"]["vars"]["vllm_server_models"]
+        models_b = inventory(image_a, args.groups)["all"]["children"]["gpu_nodes"]["vars"][
+            "vllm_server_models"
+        ]
+        canary_group = next(iter(GROUPS.values()))
+        follower = canary_group[1]
         bad_args = [{**models_b[0], "extra_args": [*models_b[0].get("extra_args", []), "--no-such-flag"]}]
         phases = {
             "upgrade": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_b}),
@@ -768,12 +805,25 @@ def run(args: argparse.Namespace) -> int:
             ),
             "wont-stop": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_stuck, **small}),
             "rollback": ("playbooks/rollback.yml", None),
+            # the canary group's follower alone gets an image that never starts
+            "follower-fails": (
+                "playbooks/upgrade.yml",
+                {
+                    "vllm_server_image": f"{{{{ '{bench.image_never}' if inventory_hostname == '{follower}' "
+                    f"else '{bench.image_b}' }}}}",
+                    **small,
+                },
+            ),
         }
+        if args.groups and args.phases == DEFAULT_PHASES:
+            args.phases = "upgrade,follower-fails,rollback"
         for name in args.phases.split(","):
             playbook, extra = phases[name]
             print(f"--- {name}: {playbook} {json.dumps(extra) if extra else ''}", flush=True)
             result = bench.phase(name, playbook, extra, args.clients, args.max_tokens, args.think)
-            result["problems"] = check_phase(result, image_a, bench.image_b)
+            result["problems"] = check_phase(
+                result, image_a, bench.image_b, canary_group if args.groups else None
+            )
             results.append(result)
             print(
                 f"    rc {result['rc']}, {result['seconds']:.0f} s; load: {result['load'].summary()}",
@@ -828,7 +878,12 @@ def main() -> int:
         default=1.0,
         help="seconds each client waits between requests (the CPU is shared)",
     )
-    parser.add_argument("--phases", default="upgrade,never-ready,bad-args,wont-stop,rollback")
+    parser.add_argument("--phases", default=DEFAULT_PHASES)
+    parser.add_argument(
+        "--groups",
+        action="store_true",
+        help="two serving groups of two nodes (default phases upgrade,follower-fails,rollback)",
+    )
     parser.add_argument(
         "--client",
         choices=["openai", "http"],
@@ -852,7 +907,7 @@ def main() -> int:
     env = bootstrap_env()
     if args.action == "remove-stuck":
         return remove_stuck(env, args.hold_after_kill, 90)
-    bench = Bench(env, _workdir(args))
+    bench = Bench(env, _workdir(args), args.groups)
     if args.action == "up":
         bench.up()
         print(f"up: gateway {bench.gateway_url()} (key {CLIENT_KEY}), inventory {bench.inventory}")

@@ -117,3 +117,51 @@ def test_check_phase(result: dict, needle: str | None) -> None:
         assert problems == []
     else:
         assert any(needle in p for p in problems), problems
+
+
+GROUP_NODES = [*NODES, "vf-up-bench-gpu4"]
+PAIR_A = GROUP_NODES[:2]
+
+
+def _group_result(after: dict, output: str = BAD_OUTPUT, rc: int = 2) -> dict:
+    result = _result("follower-fails", rc, after, output)
+    result["before"] = {n: _state("a", "t0", "va") for n in GROUP_NODES}
+    return result
+
+
+@pytest.mark.parametrize(
+    ("after", "needle"),
+    [
+        ({n: _state("a", "t0", "va") for n in GROUP_NODES}, None),
+        # the whole canary group was restored: its members restarted on the version they ran
+        (
+            {
+                **{n: _state("a", "t0", "va") for n in GROUP_NODES},
+                **{n: _state("a", "t5", "va") for n in PAIR_A},
+            },
+            None,
+        ),
+        (
+            {**{n: _state("a", "t0", "va") for n in GROUP_NODES}, PAIR_A[0]: _state("b", "t5", "vb")},
+            "gpu1 was not",
+        ),
+        (
+            {**{n: _state("a", "t0", "va") for n in GROUP_NODES}, PAIR_A[1]: _state("x", "t5", "vx")},
+            "gpu2 was not",
+        ),
+        (
+            {**{n: _state("a", "t0", "va") for n in GROUP_NODES}, GROUP_NODES[3]: _state("a", "t5", "va")},
+            "gpu4 was",
+        ),
+    ],
+)
+def test_check_phase_of_a_canary_group(after: dict, needle: str | None) -> None:
+    problems = check_phase(_group_result(after), "a", "b", PAIR_A)
+    assert (problems == []) if needle is None else any(needle in p for p in problems), problems
+
+
+def test_a_canary_group_failure_names_a_member_and_the_hosts_left() -> None:
+    after = {n: _state("a", "t0", "va") for n in GROUP_NODES}
+    problems = check_phase(_group_result(after, output="stops here: 3 host(s) not reached"), "a", "b", PAIR_A)
+    assert any("names none of vf-up-bench-gpu1, vf-up-bench-gpu2" in p for p in problems), problems
+    assert any("stops here: 2 host(s)" in p for p in problems), problems
