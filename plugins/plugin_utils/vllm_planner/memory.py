@@ -32,6 +32,7 @@ from .non_torch import (
     NCCL_PER_PEER,
     hopper_nvswitch,
     in_budget_non_torch,
+    multicast_capable,
     nccl_bytes,
     pre_snapshot_bytes,
 )
@@ -178,7 +179,9 @@ def stage_memory(
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
     nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
-    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch) + runner_state
+    multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast)
+    non_torch += runner_state
     W = int(weights)
     A = int(activation)
     G = int(graphs)

@@ -18,7 +18,12 @@ the profile run. Where each non-torch allocation falls, per family:
   or 10.x, FlashInfer installed, no PP or DP), whose pass creates FlashInfer's trtllm IPC workspace when
   the model is compiled, that is inside the profile run and after the snapshot. 0.29+ creates the same
   workspace for the standalone FlashInfer all-reduce (VLLM_ALLREDUCE_USE_FLASHINFER defaults to 1) on the
-  first all-reduce, also inside the profile, with PP too.
+  first all-reduce, also inside the profile, with PP too. Each of its three buffers is a `SymmDeviceMemory`
+  (flashinfer/comm/mnnvl.py, `use_symm_dev_mem=True` in `create_allreduce_fusion_workspace`), whose
+  physical allocation FlashInfer 0.6.4-0.6.14 (vLLM 0.17-0.26) rounds up to the recommended multicast
+  granularity even though the workspace never binds a multicast object, and which needs a GPU with
+  NVLink multicast (an NVSwitch board) or it raises and vLLM runs without the fusion; FlashInfer 0.6.15+
+  (vLLM 0.27+) rounds only when multicast is enabled, so to the 2 MiB allocation granularity.
 * 0.11+ at TP > 1: the tensor-parallel group's torch.distributed NCCL communicator (`device_group`) is
   created lazily by ProcessGroupNCCL on its first collective, the logits all-gather
   (LogitsProcessor._gather_logits -> DeviceCommunicatorBase.all_gather -> all_gather_into_tensor on the
@@ -50,11 +55,18 @@ FI_AR_MAX_SIZE_MB: dict[tuple[int, int], dict[int, float]] = {
     (10, 0): {2: 64, 4: 32, 8: 1},
     (10, 3): {2: 64, 4: 64, 8: 2},
 }
-# trtllm_create_ipc_workspace_for_all_reduce_fusion (flashinfer/comm/trtllm_ar.py, 0.6.8): per rank a
-# buffer of tp x tokens x hidden x 2, a flag buffer of tp x BarrierFlagCount(256) x 4 and three Lamport
-# buffers of tp x tokens x hidden x 2 (x 4 with fp32 Lamport), each rounded up to 2 MiB.
+# trtllm_create_ipc_workspace_for_all_reduce_fusion (flashinfer/comm/trtllm_ar.py, 0.6.4-0.7.4): per rank
+# a buffer of tp x tokens x hidden x 2, a flag buffer of tp x BarrierFlagCount(256) x 4 and three Lamport
+# buffers of tp x tokens x hidden x 2 (x 4 with fp32 Lamport). SymmDeviceMemory allocates each with a
+# 2 KiB signal pad (SIGNAL_PAD_SIZE) at the 2 MiB allocation granularity, and FlashInfer 0.6.4-0.6.14
+# rounds that up to the recommended multicast granularity (`_get_allocation_prop`), 512 MiB on NVSwitch
+# GPUs ("the recommended buffer size for NVLS, returned by cuMulticastGetGranularity", DefaultNvlsBufferSize
+# = 1 << 29 in microsoft/mscclpp include/mscclpp/nvls.hpp; the per-rank mappings of sglang#18341's
+# FlashInfer workspace log are 0x20000000 apart).
 FI_BARRIER_FLAGS = 256
 FI_ALIGN = 1 << 21
+FI_SIGNAL_PAD = 2048
+MC_GRANULARITY = 1 << 29
 
 
 # NCCL buffer sizes (NCCL v2.27.5-1 = torch 2.10 cu12.x, which vLLM 0.17-0.19 pin; v2.27.3-1 for torch
@@ -113,12 +125,30 @@ def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
+def multicast_capable(name: str, cc: tuple[int, int]) -> bool:
+    """Whether the GPUs share NVLink multicast (an NVSwitch board): Hopper SXM/HGX parts and every
+    Blackwell data-center part (cc 10.x, HGX/NVL72 only)."""
+    return hopper_nvswitch(name, cc) or cc[0] == 10
+
+
 def flashinfer_allreduce_workspace(
-    vinfo: VersionInfo, tp: int, pp: int, cc: tuple[int, int], hidden: int, d: int, mnbt: int
+    vinfo: VersionInfo,
+    tp: int,
+    pp: int,
+    cc: tuple[int, int],
+    hidden: int,
+    d: int,
+    mnbt: int,
+    multicast: bool = True,
 ) -> int:
-    """Bytes of FlashInfer's trtllm all-reduce workspace on one GPU (0 where the release creates none)."""
+    """Bytes of FlashInfer's trtllm all-reduce workspace on one GPU (0 where the release creates none).
+
+    multicast: whether the GPUs support NVLink multicast; FlashInfer 0.6.4-0.6.14 (vLLM 0.17-0.26) creates
+    no workspace without it."""
     if tp <= 1 or hidden <= 0 or not (vinfo.allreduce_rms_fusion or vinfo.flashinfer_allreduce):
         return 0
+    if vinfo.fi_workspace_mc_rounded and not multicast:
+        return 0  # SymmDeviceMemory raises "Device does not support multicasting"; the fusion is skipped
     if pp > 1 and not vinfo.flashinfer_allreduce:
         return 0  # the fusion pass is off with pipeline parallelism
     # the table is looked up by exact capability (capability.to_int()); others get no workspace
@@ -131,10 +161,9 @@ def flashinfer_allreduce_workspace(
     if not vinfo.flashinfer_allreduce:
         tokens = min(tokens, mnbt)  # the fusion pass caps it at max_num_batched_tokens
     lamport_elem = 4 if d == 4 else 2
-    buffer = _round_up(tp * tokens * hidden * 2, FI_ALIGN)
-    flags = _round_up(tp * FI_BARRIER_FLAGS * 4, FI_ALIGN)
-    lamport = _round_up(3 * tp * tokens * hidden * lamport_elem, FI_ALIGN)
-    return buffer + flags + lamport
+    gran = MC_GRANULARITY if vinfo.fi_workspace_mc_rounded else FI_ALIGN
+    sizes = (tp * tokens * hidden * 2, tp * FI_BARRIER_FLAGS * 4, 3 * tp * tokens * hidden * lamport_elem)
+    return sum(_round_up(_round_up(n, 16) + FI_SIGNAL_PAD, gran) for n in sizes)
 
 
 def pre_snapshot_bytes(vinfo: VersionInfo, world: int) -> int:
@@ -157,6 +186,7 @@ def in_budget_non_torch(
     d: int = 2,
     mnbt: int = 0,
     nvswitch: bool = False,
+    multicast: bool = True,
 ) -> int:
     """Non-torch growth that vLLM counts inside the budget (0.8.x: without the context and NCCL, which
     stage_memory adds to its absolute budget)."""
@@ -165,6 +195,6 @@ def in_budget_non_torch(
         non_torch += CUSTOM_ALLREDUCE
     if vinfo.nccl_in_budget:
         non_torch += nccl_bytes(world)
-    non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt)
+    non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt, multicast)
     non_torch += tp_comm_bytes(vinfo, tp, nvswitch)
     return non_torch

@@ -155,6 +155,9 @@ class VersionInfo:
     # 0.17+: -O2 enables the FlashInfer all-reduce + RMSNorm fusion on Hopper/Blackwell TP (no PP), whose
     # IPC workspace is created when the profile run compiles the model (after the snapshot).
     allreduce_rms_fusion: bool
+    # 0.17-0.26 pin FlashInfer 0.6.4-0.6.14, whose SymmDeviceMemory rounds each workspace buffer up to the
+    # multicast granularity and needs a multicast-capable GPU (0.27+ pin 0.6.16+: 2 MiB, no multicast).
+    fi_workspace_mc_rounded: bool
     # 0.34+: only the GPU model runner of vllm/v1/worker/gpu/ exists (0.22-0.33 used it for some dense,
     # unquantized architectures only), with its persistent penalty state per request.
     v2_model_runner: bool
@@ -231,6 +234,7 @@ def version_info(text: str | None) -> VersionInfo:
         flashinfer_sampler=(0, 8) <= v < (0, 9) or v >= (0, 21),
         triton_topk=v >= (0, 17),
         allreduce_rms_fusion=v >= (0, 17),
+        fi_workspace_mc_rounded=(0, 17) <= v < (0, 27),
         flashinfer_allreduce=v >= (0, 29),
         v2_model_runner=v >= (0, 34),
         torch_28=v >= (0, 10, 2),
