@@ -332,6 +332,27 @@ def update_deployments(
     return {"schema": FACT_SCHEMA, "models": dict(sorted(models.items()))}
 
 
+def record_spec(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A deployment record as a container spec again: a serving group member's ``serving_group``
+    back as the spec's ``group``/``members``/``rank``/``role``/``backend``/``rendezvous``.
+
+    The role reads those keys (a follower has no health check, no readiness wait and no URL), so a
+    restored follower must carry them as when it was deployed.
+    """
+    spec = dict(record)
+    member = record.get("serving_group")
+    if isinstance(member, Mapping) and member.get("name"):
+        spec.update(
+            group=str(member["name"]),
+            members=[str(h) for h in member.get("members") or []],
+            rank=int(member.get("rank") or 0),
+            role=str(member.get("role") or ("leader" if not member.get("rank") else "follower")),
+            backend=str(member.get("backend") or ""),
+            rendezvous=str(member.get("rendezvous") or ""),
+        )
+    return spec
+
+
 def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[str, Any]:
     """The record to go back to for model ``name``.
 
@@ -345,9 +366,9 @@ def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[s
     current = entry.get("current")
     previous = entry.get("previous")
     if isinstance(current, Mapping) and running_version and current.get("version") != running_version:
-        return dict(current)
+        return record_spec(current)
     if isinstance(previous, Mapping):
-        return dict(previous)
+        return record_spec(previous)
     raise ServingError(
         f"{name}: only one version has been deployed on this host, there is nothing to roll back to"
     )
