@@ -385,3 +385,26 @@ def test_a_restored_follower_is_a_follower_again() -> None:
         {"models": {"m": {"current": {"version": "b"}, "previous": {"version": "a"}}}}, "m", "b"
     )
     assert "role" not in lone and "group" not in lone
+
+
+def test_a_member_restarted_with_its_group_keeps_its_recorded_version() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
+        ServingError,
+    )
+
+    member = {"name": "llama_a", "members": ["a0", "a1"], "rank": 1, "role": "follower"}
+    fact = {
+        "models": {
+            "llama": {
+                "current": {"version": "v2", "serving_group": member},
+                "previous": {"version": "v1", "serving_group": member},
+            }
+        }
+    }
+    # running the recorded current version: a rollback goes to the one before, a restart stays
+    assert deploy.rollback_target(fact, "llama", "v2")["version"] == "v1"
+    restarted = deploy.rollback_target(fact, "llama", "v2", restart=True)
+    assert (restarted["version"], restarted["role"]) == ("v2", "follower")
+    with pytest.raises(ServingError, match="no current deployment"):
+        deploy.rollback_target({"models": {"llama": {"previous": {"version": "v1"}}}}, "llama", "", True)

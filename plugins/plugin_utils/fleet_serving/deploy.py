@@ -353,11 +353,14 @@ def record_spec(record: Mapping[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[str, Any]:
+def rollback_target(
+    fact: Any, name: str, running_version: str | None, restart: bool = False
+) -> dict[str, Any]:
     """The record to go back to for model ``name``.
 
     When the running container is not the recorded ``current`` (a deployment failed
-    half-way), that is ``current``; otherwise ``previous``.
+    half-way), that is ``current``; otherwise ``previous``. ``restart``: ``current`` again (a
+    member of a serving group whose other members are restored: it cannot rejoin a new rank 0).
     """
     models = fact.get("models") if isinstance(fact, Mapping) else None
     entry = models.get(name) if isinstance(models, Mapping) else None
@@ -365,6 +368,10 @@ def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[s
         raise ServingError(f"no deployment of {name} is recorded on this host (ansible_local.vllm_fleet)")
     current = entry.get("current")
     previous = entry.get("previous")
+    if restart:
+        if not isinstance(current, Mapping):
+            raise ServingError(f"{name}: no current deployment is recorded on this host to restart")
+        return record_spec(current)
     if isinstance(current, Mapping) and running_version and current.get("version") != running_version:
         return record_spec(current)
     if isinstance(previous, Mapping):
