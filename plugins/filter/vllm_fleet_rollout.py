@@ -14,6 +14,7 @@ fleet_rollout_restore_plan(before, fact, running, declared)   what a failed host
 fleet_rollout_readiness_checks(fact, models)                  a completion, or a running container
 fleet_rollout_unit(units, host)                               the hosts replaced and restored with a host
 fleet_rollout_unit_stragglers(unit, reached, step)            members of a unit that did not pass a step
+fleet_rollout_unit_restarts(unit, rollbacks, unchanged)       a member's models restarted with its group
 fleet_rollout_unit_restore_verdict(host, unit, errors)        does a host go back in service
 fleet_rollout_soak_verdict(gateway, canary, vllm_delta, ...)  the canary's soak result
 fleet_rollout_merge_log_stats(parts)                          gateway log stats of several gateways
@@ -51,6 +52,7 @@ class FilterModule:
             "fleet_rollout_readiness_checks": gates.readiness_checks,
             "fleet_rollout_unit": units.unit_of,
             "fleet_rollout_unit_stragglers": units.stragglers,
+            "fleet_rollout_unit_restarts": units.unit_restarts,
             "fleet_rollout_unit_restore_verdict": units.restore_verdict,
             "fleet_rollout_soak_verdict": gates.soak_verdict,
             "fleet_rollout_merge_log_stats": access_log.merge_stats,

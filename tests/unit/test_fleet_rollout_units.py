@@ -11,6 +11,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollou
     restore_verdict,
     stragglers,
     unit_of,
+    unit_restarts,
 )
 
 MODELS = [{"name": "llama-405b", "port": 8000}]
@@ -137,3 +138,24 @@ def test_readiness_checks_of_a_model_without_record_ask_its_api() -> None:
     assert readiness_checks({}, ["llama"]) == [
         {"model": "llama", "container": "", "url": "", "check": "http"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("rollbacks", "unchanged", "restart"),
+    [
+        # rank 0 goes back to the version before: the follower still on it restarts to rejoin it
+        ({"a0": ["llama"], "a1": []}, ["llama"], ["llama"]),
+        ({"a0": [], "a1": ["llama"]}, ["llama"], ["llama"]),
+        # nothing was replaced (the drain failed): the group keeps running as it is
+        ({"a0": [], "a1": []}, ["llama"], []),
+        ({}, ["llama"], []),
+    ],
+)
+def test_a_member_restarts_when_any_member_of_its_group_is_restored(
+    rollbacks: dict, unchanged: list, restart: list
+) -> None:
+    assert unit_restarts(["a0", "a1"], rollbacks, unchanged) == restart
+
+
+def test_a_lone_host_never_restarts_what_still_runs() -> None:
+    assert unit_restarts(["solo"], {"solo": ["m1"]}, ["m2"]) == []

@@ -7,7 +7,8 @@ version together, and rank 0 goes back in service only once every member has bee
 
 The order of a group's restore follows vLLM's launcher: rank 0 is the rendezvous (``--master-addr``
 /``--master-port``, or the Ray head) and waits for every member, followers retry joining it; so
-every member's container starts in the same step, the followers' own check is a running container,
+every member's container starts in the same step (those that still run their recorded version too,
+:func:`unit_restarts`), the followers' own check is a running container,
 rank 0's real completion proves the group, and rank 0 goes back in service last
 (:func:`restore_verdict`). Stdlib only.
 """
@@ -32,6 +33,19 @@ def stragglers(unit: Sequence[str], reached: Mapping[str, Any], step: str) -> li
     every member of the group enters the restore together.
     """
     return [str(h) for h in unit if str(reached.get(h) or "") != str(step)]
+
+
+def unit_restarts(unit: Sequence[str], rollbacks: Mapping[str, Any], unchanged: Sequence[str]) -> list[str]:
+    """The models of a member to restart at their recorded version with the members restored.
+
+    ``rollbacks``: member -> the models its restore returns to the version before; ``unchanged``:
+    this member's models that already run it. A member cannot rejoin a rank 0 that was replaced
+    (nor a new member join it): when any member of a serving group is restored, every member's
+    containers start again in the same step. A host serving alone restarts nothing.
+    """
+    if len(unit) < 2 or not any(rollbacks.get(h) for h in unit):
+        return []
+    return [str(m) for m in unchanged]
 
 
 def restore_verdict(host: str, unit: Sequence[str], errors: Mapping[str, Any]) -> dict[str, Any]:
