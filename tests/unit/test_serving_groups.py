@@ -406,5 +406,6 @@ def test_a_member_restarted_with_its_group_keeps_its_recorded_version() -> None:
     assert deploy.rollback_target(fact, "llama", "v2")["version"] == "v1"
     restarted = deploy.rollback_target(fact, "llama", "v2", restart=True)
     assert (restarted["version"], restarted["role"]) == ("v2", "follower")
+    assert deploy.rollback_target(fact, "llama", "v2", "False")["version"] == "v1"
     with pytest.raises(ServingError, match="no current deployment"):
         deploy.rollback_target({"models": {"llama": {"previous": {"version": "v1"}}}}, "llama", "", True)

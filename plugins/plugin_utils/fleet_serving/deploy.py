@@ -368,7 +368,7 @@ def rollback_target(
         raise ServingError(f"no deployment of {name} is recorded on this host (ansible_local.vllm_fleet)")
     current = entry.get("current")
     previous = entry.get("previous")
-    if restart:
+    if restart is True or str(restart).lower() in ("true", "yes", "1"):  # a template may hand over text
         if not isinstance(current, Mapping):
             raise ServingError(f"{name}: no current deployment is recorded on this host to restart")
         return record_spec(current)
