@@ -11,6 +11,11 @@ fleet_rollout_failed_checks(results)                          readiness checks t
 fleet_rollout_snapshot(fact)                                  what runs before a change
 fleet_rollout_containers(before, fact, declared, prefix)      model -> container name
 fleet_rollout_restore_plan(before, fact, running, declared)   what a failed host needs restored
+fleet_rollout_readiness_checks(fact, models)                  a completion, or a running container
+fleet_rollout_unit(units, host)                               the hosts replaced and restored with a host
+fleet_rollout_unit_stragglers(unit, reached, step)            members of a unit that did not pass a step
+fleet_rollout_unit_restarts(unit, rollbacks, unchanged)       a member's models restarted with its group
+fleet_rollout_unit_restore_verdict(host, unit, errors)        does a host go back in service
 fleet_rollout_soak_verdict(gateway, canary, vllm_delta, ...)  the canary's soak result
 fleet_rollout_merge_log_stats(parts)                          gateway log stats of several gateways
 """
@@ -21,7 +26,12 @@ from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import gateway_access_log as access_log
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout import gates, metrics, plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout import (
+    gates,
+    metrics,
+    plan,
+    units,
+)
 
 
 class FilterModule:
@@ -39,6 +49,11 @@ class FilterModule:
             "fleet_rollout_snapshot": gates.snapshot,
             "fleet_rollout_containers": gates.containers,
             "fleet_rollout_restore_plan": gates.restore_plan,
+            "fleet_rollout_readiness_checks": gates.readiness_checks,
+            "fleet_rollout_unit": units.unit_of,
+            "fleet_rollout_unit_stragglers": units.stragglers,
+            "fleet_rollout_unit_restarts": units.unit_restarts,
+            "fleet_rollout_unit_restore_verdict": units.restore_verdict,
             "fleet_rollout_soak_verdict": gates.soak_verdict,
             "fleet_rollout_merge_log_stats": access_log.merge_stats,
         }

@@ -13,7 +13,7 @@ vllm_serving_kv_cache(log_text)                  KV-cache figures vLLM printed a
 vllm_serving_plan_vs_actual(plan, actual)        planned vs measured KV figures with the error
 vllm_serving_diagnose(log_text)                  why the last vLLM start failed, with the fix
 vllm_serving_update_fact(existing, records, now) the vllm_fleet local fact after a deployment
-vllm_serving_rollback_target(fact, name, running_hash)  the recorded version to return to
+vllm_serving_rollback_target(fact, name, running_hash, restart)  the recorded version to return to
 vllm_serving_address(hostvars[host])            the address vLLM listens on unless recorded (the default)
 vllm_serving_endpoints(hostvars[host], models, host)  each model's recorded (else default) address, url
 vllm_serving_host_address(hostvars[host], host)  the internal address of a host (exporters, gateways)

@@ -353,3 +353,59 @@ def test_plan_yml_plans_a_serving_group_as_one_replica() -> None:
     group, plain = entries
     assert (group["nodes"], group["options"]["pipeline_parallel_size"]) == (2, 2)
     assert plain["nodes"] == 1 and "pipeline_parallel_size" not in plain["options"]
+
+
+def test_a_restored_follower_is_a_follower_again() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
+
+    # the role reads role/group from the spec: without them the rollback waited on the follower's empty URL
+    old = {
+        "version": "v2",
+        "container": "vllm-llama",
+        "url": "",
+        "serving_group": {
+            "name": "llama_a",
+            "members": ["a0", "a1"],
+            "rank": 1,
+            "role": "follower",
+            "backend": "mp",
+            "rendezvous": "10.0.0.1:29501",
+        },
+    }
+    fact = {"models": {"llama": {"current": {**old, "version": "v3"}, "previous": old}}}
+    target = deploy.rollback_target(fact, "llama", "v3")
+    assert target["version"] == "v2"
+    assert (target["role"], target["rank"], target["group"]) == ("follower", 1, "llama_a")
+    assert (target["members"], target["backend"], target["rendezvous"]) == (
+        ["a0", "a1"],
+        "mp",
+        "10.0.0.1:29501",
+    )
+    lone = deploy.rollback_target(
+        {"models": {"m": {"current": {"version": "b"}, "previous": {"version": "a"}}}}, "m", "b"
+    )
+    assert "role" not in lone and "group" not in lone
+
+
+def test_a_member_restarted_with_its_group_keeps_its_recorded_version() -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
+        ServingError,
+    )
+
+    member = {"name": "llama_a", "members": ["a0", "a1"], "rank": 1, "role": "follower"}
+    fact = {
+        "models": {
+            "llama": {
+                "current": {"version": "v2", "serving_group": member},
+                "previous": {"version": "v1", "serving_group": member},
+            }
+        }
+    }
+    # running the recorded current version: a rollback goes to the one before, a restart stays
+    assert deploy.rollback_target(fact, "llama", "v2")["version"] == "v1"
+    restarted = deploy.rollback_target(fact, "llama", "v2", restart=True)
+    assert (restarted["version"], restarted["role"]) == ("v2", "follower")
+    assert deploy.rollback_target(fact, "llama", "v2", "False")["version"] == "v1"
+    with pytest.raises(ServingError, match="no current deployment"):
+        deploy.rollback_target({"models": {"llama": {"previous": {"version": "v1"}}}}, "llama", "", True)

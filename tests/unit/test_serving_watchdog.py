@@ -474,3 +474,95 @@ def test_a_target_without_adapters_never_lists_them() -> None:
         restore=lambda t, timeout: calls.append(t) or [],
     )
     assert calls == []
+
+
+FOLLOWER = {"model": "tiny", "container": "gpu2-vllm-tiny", "check": "running", "group": "pair", "rank": 1}
+
+
+def _run_follower(docker: FakeDocker, states: dict | None = None) -> tuple[dict, list[str], list]:
+    log: list[str] = []
+    asked: list = []
+    states = wd.run_once(
+        {"targets": [FOLLOWER]},
+        states or {},
+        docker=docker,
+        check=lambda t, s: asked.append(t) or FAIL,  # a follower has no API: never asked
+        now=lambda: NOW,
+        log=log.append,
+        maintenance=lambda c: False,
+    )
+    return states, log, asked
+
+
+def test_a_running_follower_is_up_without_a_completion() -> None:
+    states, log, asked = _run_follower(FakeDocker(RUNNING))
+    assert asked == []
+    assert states["gpu2-vllm-tiny"]["outcome"] == "ok"
+    assert log[0].endswith("group=pair rank=1"), log
+
+
+def test_a_dead_follower_is_named_down_and_left_to_its_group() -> None:
+    docker = FakeDocker(EXITED)
+    states, log, asked = _run_follower(docker)
+    assert asked == [] and docker.restarts == []
+    assert "container=gpu2-vllm-tiny outcome=not_running" in log[0] and "group=pair rank=1" in log[0]
+    text = wd.render_metrics(states, [FOLLOWER])
+    assert 'vllm_watchdog_up{model="tiny",container="gpu2-vllm-tiny"} 0\n' in text
+    assert 'vllm_watchdog_outcome{model="tiny",container="gpu2-vllm-tiny",outcome="not_running"} 1' in text
+
+
+def test_a_paused_follower_counts_as_failed() -> None:
+    states, _log, _asked = _run_follower(FakeDocker(PAUSED))
+    assert states["gpu2-vllm-tiny"]["outcome"] == "paused"
+    assert states["gpu2-vllm-tiny"]["consecutive_failures"] == 1
+
+
+def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None:
+    import jinja2
+
+    path = ROOT / "roles" / "vllm_server" / "templates" / "etc" / "vllm-fleet" / "watchdog.json.j2"
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters.update(
+        to_json=lambda v, **kw: json.dumps(v, **kw),
+        comment=lambda v, **kw: f"# {v}",
+        bool=lambda v: str(v).lower() in ("true", "1", "yes"),
+    )
+    spec = {"name": "tiny", "ready_timeout": 600, "adapters": [], "lora_runtime": False}
+    leader = {**spec, "container": "gpu1-vllm-tiny", "url": "http://10.0.0.1:8000", "role": "leader"}
+    follower = {
+        **spec,
+        "container": "gpu2-vllm-tiny",
+        "url": "",
+        "role": "follower",
+        "group": "pair",
+        "rank": 1,
+    }
+    values = {
+        "ansible_managed": "managed",
+        "vllm_server_watchdog_timeout": 5,
+        "vllm_server_watchdog_failures": 3,
+        "vllm_server_stop_timeout": 60,
+        "vllm_server_docker_socket": "/var/run/docker.sock",
+        "__vllm_server_state_dir": "/var/lib/vllm-fleet",
+        "vllm_server_watchdog_textfile_dir": "/tmp",
+        "__vllm_server_maintenance_dir": "/run/vllm-fleet/maintenance",
+        "vllm_fleet_api_key": "k",
+    }
+    for specs in ([leader, follower], [follower], [leader]):
+        config = json.loads(env.from_string(path.read_text()).render(**values, __vllm_server_specs=specs))
+        by_container = {t["container"]: t for t in config["targets"]}
+        assert sorted(by_container) == sorted(s["container"] for s in specs)
+    config = json.loads(
+        env.from_string(path.read_text()).render(**values, __vllm_server_specs=[leader, follower])
+    )
+    first, second = config["targets"]
+    assert first["url"] == "http://10.0.0.1:8000" and "check" not in first
+    # the follower: checked by its container, no URL to ask and no key
+    assert second == {
+        "model": "tiny",
+        "container": "gpu2-vllm-tiny",
+        "check": "running",
+        "group": "pair",
+        "rank": 1,
+        "startup_grace": 600,
+    }

@@ -91,6 +91,35 @@ def latency_gate(
     }
 
 
+def readiness_checks(fact: Any, models: Iterable[str]) -> list[dict[str, str]]:
+    """How each of ``models`` is checked on this host after a change, from the ``vllm_fleet`` fact.
+
+    ``http``: a real completion at the recorded URL. ``running``: a follower of a serving group,
+    which serves no HTTP (``--headless``, no URL): its container must run, and its group's rank 0,
+    whose readiness waits for every member, answers for it. Returns ``[{model, container, url,
+    check}]`` in the order of ``models``.
+    """
+    recorded = _models(fact)
+    out: list[dict[str, str]] = []
+    for name in models:
+        entry = recorded.get(str(name))
+        current = entry.get("current") if isinstance(entry, Mapping) else None
+        current = current if isinstance(current, Mapping) else {}
+        member = current.get("serving_group")
+        follower = isinstance(member, Mapping) and (
+            member.get("role") == "follower" or str(member.get("rank") or 0) not in ("0", "")
+        )
+        out.append(
+            {
+                "model": str(name),
+                "container": str(current.get("container") or ""),
+                "url": str(current.get("url") or ""),
+                "check": "running" if follower else "http",
+            }
+        )
+    return out
+
+
 def container_name(prefix: str, model: str) -> str:
     """The vllm_server container name of a model (prefix + model name, unsafe characters as -)."""
     return f"{prefix}{re.sub(r'[^A-Za-z0-9_.-]', '-', str(model))}"

@@ -91,14 +91,17 @@ def rollout_plan(
     ``serial``), ``groups`` (``[{group, hosts, batches}]``), ``canaries`` (the first batch of
     each group), ``label`` (host -> "group batch i/n"), ``next_index`` (host -> index in
     ``order`` of the first host after its batch: ``order[next_index[host]:]`` are the hosts
-    a failure in its batch leaves untouched) and ``problems`` (capacity problems, empty when
-    the plan is safe or downtime is accepted).
+    a failure in its batch leaves untouched), ``units`` (host -> the hosts replaced, gated and
+    restored with it: its serving group, rank 0 first, or itself), ``followers`` (hosts of a
+    serving group other than rank 0: no gateway routes to them) and ``problems`` (capacity
+    problems, empty when the plan is safe or downtime is accepted).
     """
     by_group: dict[str, list[str]] = {}
     serial_of: dict[str, Any] = {}
     seen: set[str] = set()
     unit_of: dict[str, str] = {}
     followers: set[str] = set()
+    leaders: set[str] = set()
     for index, member in enumerate(members):
         if not isinstance(member, Mapping) or not member.get("host"):
             raise RolloutError(f"rollout member {index} must be a mapping with host, group and serial")
@@ -113,8 +116,7 @@ def rollout_plan(
         serial_of.setdefault(group, member.get("serial", [1, "25%", "100%"]))
         if member.get("unit"):
             unit_of[host] = str(member["unit"])
-            if not member.get("leader"):
-                followers.add(host)
+            (leaders if member.get("leader") else followers).add(host)
     _check_units(unit_of, by_group)
     wanted = [str(g) for g in (group_order or [])]
     unknown = [g for g in wanted if g not in by_group]
@@ -155,6 +157,8 @@ def rollout_plan(
         "canaries": canaries,
         "label": label,
         "next_index": next_index,
+        "units": rollout_units(order, unit_of, leaders),
+        "followers": [h for h in order if h in followers],
         "problems": problems,
         "unknown_groups": unknown,
     }
@@ -174,6 +178,23 @@ def _units(hosts: list[str], unit_of: Mapping[str, str]) -> list[list[str]]:
             index[unit] = len(units)
             units.append([host])
     return units
+
+
+def rollout_units(
+    hosts: Iterable[str], unit_of: Mapping[str, str], leaders: Iterable[str]
+) -> dict[str, list[str]]:
+    """Host -> the hosts of its unit: a serving group's members with rank 0 first, else the host alone."""
+    hosts = list(hosts)
+    lead = set(leaders)
+    members: dict[str, list[str]] = {}
+    for host in hosts:
+        if host in unit_of:
+            members.setdefault(unit_of[host], []).append(host)
+    out: dict[str, list[str]] = {}
+    for host in hosts:
+        unit = members[unit_of[host]] if host in unit_of else [host]
+        out[host] = sorted(unit, key=lambda h: h not in lead)  # stable: rank 0, then the others as given
+    return out
 
 
 def _check_units(unit_of: Mapping[str, str], by_group: Mapping[str, list[str]]) -> None:

@@ -332,11 +332,35 @@ def update_deployments(
     return {"schema": FACT_SCHEMA, "models": dict(sorted(models.items()))}
 
 
-def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[str, Any]:
+def record_spec(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A deployment record as a container spec again: a serving group member's ``serving_group``
+    back as the spec's ``group``/``members``/``rank``/``role``/``backend``/``rendezvous``.
+
+    The role reads those keys (a follower has no health check, no readiness wait and no URL), so a
+    restored follower must carry them as when it was deployed.
+    """
+    spec = dict(record)
+    member = record.get("serving_group")
+    if isinstance(member, Mapping) and member.get("name"):
+        spec.update(
+            group=str(member["name"]),
+            members=[str(h) for h in member.get("members") or []],
+            rank=int(member.get("rank") or 0),
+            role=str(member.get("role") or ("leader" if not member.get("rank") else "follower")),
+            backend=str(member.get("backend") or ""),
+            rendezvous=str(member.get("rendezvous") or ""),
+        )
+    return spec
+
+
+def rollback_target(
+    fact: Any, name: str, running_version: str | None, restart: bool = False
+) -> dict[str, Any]:
     """The record to go back to for model ``name``.
 
     When the running container is not the recorded ``current`` (a deployment failed
-    half-way), that is ``current``; otherwise ``previous``.
+    half-way), that is ``current``; otherwise ``previous``. ``restart``: ``current`` again (a
+    member of a serving group whose other members are restored: it cannot rejoin a new rank 0).
     """
     models = fact.get("models") if isinstance(fact, Mapping) else None
     entry = models.get(name) if isinstance(models, Mapping) else None
@@ -344,10 +368,14 @@ def rollback_target(fact: Any, name: str, running_version: str | None) -> dict[s
         raise ServingError(f"no deployment of {name} is recorded on this host (ansible_local.vllm_fleet)")
     current = entry.get("current")
     previous = entry.get("previous")
+    if restart is True or str(restart).lower() in ("true", "yes", "1"):  # a template may hand over text
+        if not isinstance(current, Mapping):
+            raise ServingError(f"{name}: no current deployment is recorded on this host to restart")
+        return record_spec(current)
     if isinstance(current, Mapping) and running_version and current.get("version") != running_version:
-        return dict(current)
+        return record_spec(current)
     if isinstance(previous, Mapping):
-        return dict(previous)
+        return record_spec(previous)
     raise ServingError(
         f"{name}: only one version has been deployed on this host, there is nothing to roll back to"
     )

@@ -9,7 +9,9 @@ are starting (within their grace period), stopped, missing, or under maintenance
 Every check is logged on stdout (the journal); the state of each target is written
 as node-exporter textfile metrics. A target with ``adapters`` (LoRA adapters vLLM loaded
 at runtime, which a restart drops) gets the ones its /v1/models lacks loaded again, once
-per container start: adapters the playbook unloads on purpose stay unloaded.
+per container start: adapters the playbook unloads on purpose stay unloaded. A follower of a
+serving group (``check: running``) serves no HTTP: its check is its running, unpaused container
+(its rank 0's completions probe the replica), so a dead follower shows as not_running here.
 
 Usage: vllm_fleet_watchdog.py --config /etc/vllm-fleet/watchdog.json
 Python 3 standard library only; the Docker client is vllm_fleet_docker_api.py beside this file.
@@ -106,6 +108,14 @@ def restore_adapters(target: dict[str, Any], timeout: float) -> list[tuple[str, 
         except urllib.error.HTTPError as exc:
             out.append((str(adapter["name"]), f"HTTP {exc.code}"))
     return out
+
+
+def member_check(info: dict[str, Any]) -> tuple[bool, str, float]:
+    """A follower's check, from its container: running and not paused (it has no API to ask)."""
+    state = info.get("State") or {}
+    if state.get("Paused"):
+        return False, "paused", 0.0
+    return bool(state.get("Running")), "container running", 0.0
 
 
 def parse_docker_time(value: str | None) -> float | None:
@@ -273,7 +283,11 @@ def run_once(
                 new_states[container] = {**states.get(container, {}), "outcome": "error", "last_check": now()}
                 continue
             if info is not None and ((info.get("State") or {}).get("Running")):
-                result = check(target, float(cfg["timeout"]))
+                result = (
+                    member_check(info)
+                    if target.get("check") == "running"
+                    else check(target, float(cfg["timeout"]))
+                )
         state, outcome, restart = decide(
             states.get(container, {}),
             now=now(),
@@ -286,9 +300,11 @@ def run_once(
         state["outcome"] = outcome
         state["duration"] = round(result[2], 3) if result else 0.0
         reason = result[1] if result else outcome
+        member = f" group={target['group']} rank={target.get('rank', '?')}" if target.get("group") else ""
         log(
             f"model={target['model']} container={container} outcome={outcome} reason={reason!r} "
             f"seconds={state['duration']} consecutive_failures={state['consecutive_failures']}/{threshold}"
+            f"{member}"
         )
         started_at = ((info or {}).get("State") or {}).get("StartedAt")
         if outcome == "ok" and target.get("adapters") and state.get("adapters_loaded_for") != started_at:
