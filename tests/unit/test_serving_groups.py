@@ -409,3 +409,69 @@ def test_a_member_restarted_with_its_group_keeps_its_recorded_version() -> None:
     assert deploy.rollback_target(fact, "llama", "v2", "False")["version"] == "v1"
     with pytest.raises(ServingError, match="no current deployment"):
         deploy.rollback_target({"models": {"llama": {"previous": {"version": "v1"}}}}, "llama", "", True)
+
+
+def _awq_70b() -> dict:
+    """Llama-3.1-70B as hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 publishes it: the same
+    architecture with 4-bit AWQ weights (GEMM kernels, group size 128) in float16."""
+    awq = config("meta-llama__Meta-Llama-3.1-70B")
+    awq["torch_dtype"] = "float16"
+    awq["quantization_config"] = {
+        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",
+        "modules_to_not_convert": None,
+    }  # fmt: skip
+    return awq
+
+
+def test_70b_awq_on_two_24gib_hosts_is_one_stage_per_host_and_each_member_gets_its_arguments() -> None:
+    spec = group_gpu_spec("g", [(f"n{i}", RTX4090) for i in range(2)])
+    result = plan_group("g", _awq_70b(), spec, {"vllm_version": "0.34.0"})
+    assert result["feasible"], result["errors"]
+    assert (result["tensor_parallel_size"], result["pipeline_parallel_size"], result["quantization"]) == (
+        1,
+        2,
+        "awq",
+    )
+    # about 37 GiB of 4-bit weights over 2 x 24 GiB leave a short context: capped, and said so
+    assert any("max_model_len capped at" in w for w in result["warnings"]), result["warnings"]
+    planned = result["vllm_args"]
+    assert planned[:4] == ["--tensor-parallel-size", "1", "--pipeline-parallel-size", "2"]
+    assert 0 < int(planned[planned.index("--max-model-len") + 1]) < 131072
+    command = deploy.vllm_command("/models/llama-70b-awq", "llama-70b", "10.0.0.1", 8000, planned)
+    group = groups.serving_groups(["llama_a"], INVENTORY)[0]
+    lead = groups.member_launch(command, group, "a0", "10.0.0.1", "10.0.0.1", "0.34.0")
+    follow = groups.member_launch(command, group, "a1", "10.0.0.1", "10.0.0.2", "0.34.0")
+    base = [
+        "/models/llama-70b-awq",
+        "--served-model-name",
+        "llama-70b",
+        "--host",
+        "10.0.0.1",
+        "--port",
+        "8000",
+    ]
+    joined = ["--distributed-executor-backend", "mp", "--nnodes", "2"]
+    rendezvous = ["--master-addr", "10.0.0.1", "--master-port", "29501"]
+    assert lead["command"] == [*base, *planned, *joined, "--node-rank", "0", *rendezvous]
+    assert follow["command"] == [*base, *planned, *joined, "--node-rank", "1", *rendezvous, "--headless"]
+
+
+def test_deepseek_v3_members_get_their_exact_arguments() -> None:
+    result = _group_plan("deepseek-ai__DeepSeek-V3", H100X8, 2, {"vllm_version": "0.34.0"})
+    assert result["feasible"], result["errors"]
+    planned = result["vllm_args"]
+    assert planned[:4] == ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]
+    # its full 163,840-token context fits once split over 16 H100s
+    assert planned[planned.index("--max-model-len") + 1] == "163840"
+    command = deploy.vllm_command("/models/deepseek-v3", "deepseek-v3", "10.0.0.1", 8000, planned)
+    group = groups.serving_groups(["llama_b"], INVENTORY)[0]
+    lead = groups.member_launch(command, group, "b0", "10.0.0.1", "10.0.0.1", "0.34.0")
+    follow = groups.member_launch(command, group, "b1", "10.0.0.1", "10.0.0.2", "0.34.0")
+    tail = ["--distributed-executor-backend", "mp", "--nnodes", "2"]
+    port = lead["command"][lead["command"].index("--master-port") + 1]
+    rendezvous = ["--master-addr", "10.0.0.1", "--master-port", port]
+    assert lead["command"] == [*command, *tail, "--node-rank", "0", *rendezvous]
+    assert follow["command"] == [*command, *tail, "--node-rank", "1", *rendezvous, "--headless"]
+    assert command[:7] == ["/models/deepseek-v3", "--served-model-name", "deepseek-v3", "--host", "10.0.0.1",
+                           "--port", "8000"]  # fmt: skip
+    assert (lead["role"], follow["role"]) == ("leader", "follower")
