@@ -48,6 +48,7 @@ SAMPLES: dict[str, Any] = {
     "target_context_len": 16384,
     "target_concurrency": 8,
     "workload": "batch",
+    "sampler_backend": "flashinfer",
     "model_name": "org/model",
 }
 GPU = {"memory_mib": 81559, "count": 8, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
@@ -217,6 +218,7 @@ def test_parsers(options: dict, field: str, value: Any) -> None:
         ({"block_size": 0}, "block_size: must be >= 1"),
         ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization: must be in (0, 1]"),
         ({"workload": "x"}, "workload: expected one of chat, batch"),
+        ({"sampler_backend": "sort"}, "sampler_backend: expected one of auto, flashinfer, pytorch"),
         ({"kv_cache_dtype": "int4"}, "kv_cache_dtype: expected one of"),
         ({"language_model_only": "maybe"}, "language_model_only: expected true/false"),
     ],

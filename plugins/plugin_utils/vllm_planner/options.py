@@ -20,6 +20,8 @@ from .errors import PlanInputError
 from .lora import LORA_RANKS
 
 WORKLOADS = ("chat", "batch")
+# The top-k/top-p code path of vLLM's sampler (sampler.py): "auto" takes the release's default install
+SAMPLER_BACKENDS = ("auto", "flashinfer", "pytorch")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "half", "bf16")
 
 # --- value parsers: (options, key) -> value; messages name the key -------------------------------
@@ -142,6 +144,16 @@ def parse_workload(options: Mapping[str, Any], key: str) -> str:
     if v not in WORKLOADS:
         raise PlanInputError(
             f"{key}: expected one of {', '.join(WORKLOADS)}, got {options.get(key)!r}. Fix: set {key} chat."
+        )
+    return v
+
+
+def parse_sampler_backend(options: Mapping[str, Any], key: str) -> str:
+    v = str(options.get(key) or "auto").strip().lower()
+    if v not in SAMPLER_BACKENDS:
+        raise PlanInputError(
+            f"{key}: expected one of {', '.join(SAMPLER_BACKENDS)}, got {options.get(key)!r}. "
+            f"Fix: set {key} auto."
         )
     return v
 
@@ -368,6 +380,17 @@ OPTIONS: tuple[PlanOption, ...] = (
     PlanOption("target_concurrency", parse_int, "requests that should fit at once", int, "N"),
     PlanOption("workload", parse_workload, "chat or batch (scheduler defaults)", str, "W", choices=WORKLOADS),
     PlanOption(
+        "sampler_backend",
+        parse_sampler_backend,
+        "top-k/top-p path of the sampler, which sizes the profile's sampler peak: auto (the release's "
+        "default install), flashinfer (the log says 'Using FlashInfer for top-p & top-k sampling': "
+        "FlashInfer installed on 0.9-0.11, VLLM_USE_FLASHINFER_SAMPLER=1 on 0.12-0.20) or pytorch (no "
+        "FlashInfer, or VLLM_USE_FLASHINFER_SAMPLER=0); V1 engine (0.8+) only",
+        str,
+        "S",
+        choices=SAMPLER_BACKENDS,
+    ),
+    PlanOption(
         "model_name", parse_name, "name used in messages (default: from the config path)", metavar="NAME"
     ),
 )
@@ -401,6 +424,7 @@ class PlanOptions:
     target_context_len: int | None
     target_concurrency: int | None
     workload: str
+    sampler_backend: str  # auto | flashinfer | pytorch
     model_name: str | None
 
 

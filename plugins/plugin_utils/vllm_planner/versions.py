@@ -148,7 +148,8 @@ class VersionInfo:
     # The profile's dummy sampler pass uses FlashInfer's top-k/top-p kernels: 0.8.x (FlashInfer < 0.2.3, as
     # its images ship it) and 0.21+ (VLLM_USE_FLASHINFER_SAMPLER defaults to on, flashinfer-python a hard
     # dependency since 0.12). 0.9-0.11 used it only when the optional extra was installed; 0.12-0.20 only
-    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag).
+    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag). The
+    # `sampler_backend` option replaces it for one deployment (planner.plan).
     flashinfer_sampler: bool
     # 0.17+: PyTorch path masks top-k/top-p with the Triton kernel for >= 8 rows instead of sorting.
     triton_topk: bool
