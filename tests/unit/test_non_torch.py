@@ -6,8 +6,10 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.non_torch import (
     CUDA_CONTEXT,
+    CUSTOM_ALLREDUCE,
     NCCL_CONN_BUFF,
     SM90_NVSWITCH_CHANNELS,
+    device_nccl_bytes,
     flashinfer_allreduce_workspace,
     hopper_nvswitch,
     in_budget_non_torch,
@@ -207,3 +209,37 @@ def test_v0_19_tp2_start_plans_the_logged_kv_memory() -> None:
     got = plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu, options=opts)
     assert abs(got["available_kv_cache_bytes"] / GIB - 63.76) / 63.76 <= 0.01
     assert abs(got["kv_cache_tokens"] - 1_044_688) / 1_044_688 <= 0.01
+
+
+def test_without_p2p_nccl_and_custom_allreduce_take_no_device_memory() -> None:
+    v10 = version_info("0.10.1")
+    assert device_nccl_bytes(2, p2p=True) == nccl_bytes(2)
+    assert device_nccl_bytes(2, p2p=False) == 0
+    assert device_nccl_bytes(2, p2p=False, nodes=2) == nccl_bytes(2)  # only a one-node group is known
+    # 0.9-0.10: NCCL and the custom all-reduce are inside the budget, unless the GPUs lack peer access
+    assert in_budget_non_torch(v10, 2, 2, p2p=False) == in_budget_non_torch(v10, 1, 1)
+    assert in_budget_non_torch(v10, 2, 2) - in_budget_non_torch(v10, 2, 2, p2p=False) == (
+        nccl_bytes(2) + CUSTOM_ALLREDUCE
+    )
+
+
+def test_0_10_tp2_without_p2p_plans_the_logged_kv_memory() -> None:
+    # https://github.com/dennislee22/vLLM-benchmarking/blob/b474d1e053c35c9aef8c02aae4efbc0d8675f033/log/vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log
+    # vLLM 0.10.1.1, Qwen2-7B-Instruct at TP 2 on two A100 80GB of one pod, gmu 0.25: "Custom allreduce is
+    # disabled because your platform lacks GPU P2P capability", "Using FlashInfer for top-p & top-k
+    # sampling.", "Model loading took 7.1217 GiB", "Available KV cache memory: 12.02 GiB".
+    a100 = {"name": "NVIDIA A100 80GB", "memory_mib": 81920, "count": 2, "compute_capability": "8.0"}
+    opts = {
+        "vllm_version": "0.10.1",
+        "tensor_parallel_size": 2,
+        "max_model_len": 16384,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 2048,
+        "gpu_memory_utilization": 0.25,
+        "sampler_backend": "flashinfer",
+    }
+    no_p2p = plan(config("Qwen__Qwen2.5-7B"), dict(a100, p2p=False), options=opts)
+    assert abs(no_p2p["available_kv_cache_bytes"] / GIB - 12.02) < 0.15
+    with_p2p = plan(config("Qwen__Qwen2.5-7B"), a100, options=opts)
+    gap = no_p2p["available_kv_cache_bytes"] - with_p2p["available_kv_cache_bytes"]
+    assert gap == nccl_bytes(2) + CUSTOM_ALLREDUCE

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import subprocess
@@ -298,3 +299,13 @@ def test_filter_doc_lists_every_option() -> None:
     text = " ".join(doc["DOCUMENTATION"]["description"])
     for name in O.OPTION_KEYS:
         assert f"C({name})" in text, name
+
+
+def test_gpu_without_p2p_round_trips_through_the_cli_flags() -> None:
+    argv, _ = O.cli_arguments(dict(GPU, p2p=False), {})
+    assert O.NO_P2P_FLAG in argv
+    assert O.NO_P2P_FLAG not in O.cli_arguments(GPU, {})[0]
+    parser = argparse.ArgumentParser()
+    O.add_cli_arguments(parser)
+    assert O.gpu_from_cli(parser.parse_args(argv))["p2p"] is False
+    assert "p2p" not in O.gpu_from_cli(parser.parse_args(O.cli_arguments(GPU, {})[0]))

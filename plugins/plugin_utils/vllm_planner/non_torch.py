@@ -121,6 +121,19 @@ def nccl_bytes(world: int) -> int:
     return 0 if world <= 1 else NCCL_BASE + NCCL_PER_PEER * (world - 1)
 
 
+def device_nccl_bytes(world: int, p2p: bool, nodes: int = 1) -> int:
+    """NCCL's device memory on one GPU of a single-node group: nccl_bytes, or nothing without CUDA P2P.
+
+    vLLM's `CustomAllreduce.__init__` (custom_all_reduce.py, 0.4-0.34) disables itself when
+    `gpu_p2p_access_check` fails ("Custom allreduce is disabled because your platform lacks GPU P2P
+    capability"), so its IPC buffers are never allocated; NCCL then connects the GPUs with its SHM
+    transport (src/transport/shm.cc: P2P's canConnect fails without peer access), whose send and receive
+    buffers are host shared memory mapped into the device (cudaHostRegister), not device allocations."""
+    if world <= 1:
+        return 0
+    return nccl_bytes(world) if p2p or nodes > 1 else 0
+
+
 def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
@@ -166,11 +179,11 @@ def flashinfer_allreduce_workspace(
     return sum(_round_up(_round_up(n, 16) + FI_SIGNAL_PAD, gran) for n in sizes)
 
 
-def pre_snapshot_bytes(vinfo: VersionInfo, world: int) -> int:
+def pre_snapshot_bytes(vinfo: VersionInfo, world: int, p2p: bool = True, nodes: int = 1) -> int:
     """Used before the baseline snapshot (outside the budget of the snapshot families)."""
     if vinfo.absolute_budget:
         return 0
-    pre = CUDA_CONTEXT if vinfo.nccl_in_budget else CUDA_CONTEXT + nccl_bytes(world)
+    pre = CUDA_CONTEXT if vinfo.nccl_in_budget else CUDA_CONTEXT + device_nccl_bytes(world, p2p, nodes)
     if vinfo.cublas_before_snapshot:
         pre += CUBLAS_WORKSPACE
     return pre
@@ -187,14 +200,18 @@ def in_budget_non_torch(
     mnbt: int = 0,
     nvswitch: bool = False,
     multicast: bool = True,
+    p2p: bool = True,
 ) -> int:
     """Non-torch growth that vLLM counts inside the budget (0.8.x: without the context and NCCL, which
-    stage_memory adds to its absolute budget)."""
+    stage_memory adds to its absolute budget).
+
+    p2p: whether the node's GPUs have CUDA peer access; without it (one node) vLLM creates no custom
+    all-reduce and NCCL's buffers stay in host memory (device_nccl_bytes)."""
     non_torch = MISC_NON_TORCH + (0 if vinfo.cublas_before_snapshot else CUBLAS_WORKSPACE)
-    if tp > 1 and (vinfo.nccl_in_budget or vinfo.absolute_budget):
+    if tp > 1 and p2p and (vinfo.nccl_in_budget or vinfo.absolute_budget):
         non_torch += CUSTOM_ALLREDUCE
     if vinfo.nccl_in_budget:
-        non_torch += nccl_bytes(world)
+        non_torch += nccl_bytes(world) if p2p else 0
     non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt, multicast)
     non_torch += tp_comm_bytes(vinfo, tp, nvswitch)
     return non_torch

@@ -508,6 +508,7 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
 }
 SHARED_FLAG = "--shared-gpu"
+NO_P2P_FLAG = "--no-gpu-p2p"
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
@@ -515,6 +516,13 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     for key, (flag, kwargs) in GPU_FLAGS.items():
         parser.add_argument(flag, dest=f"gpu_{key}", **kwargs)
     parser.add_argument(SHARED_FLAG, action="store_true", help="other processes use these GPUs too")
+    parser.add_argument(
+        NO_P2P_FLAG,
+        dest="no_gpu_p2p",
+        action="store_true",
+        help="the GPUs have no CUDA peer access to each other (vLLM: 'Custom allreduce is disabled because "
+        "your platform lacks GPU P2P capability')",
+    )
     for o in OPTIONS:
         if o.cli_type is None:
             parser.add_argument(o.cli_flag, dest=o.name, action="store_true", help=o.help)
@@ -549,6 +557,8 @@ def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
     if not gpu["memory_used_mib"]:
         del gpu["memory_used_mib"]
     gpu["shared"] = ns.shared_gpu
+    if getattr(ns, "no_gpu_p2p", False):
+        gpu["p2p"] = False
     return gpu
 
 
@@ -560,6 +570,8 @@ def cli_arguments(gpu: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[l
             argv += [flag, str(gpu[key])]
     if gpu.get("shared"):
         argv.append(SHARED_FLAG)
+    if gpu.get("p2p") is False:
+        argv.append(NO_P2P_FLAG)
     missing = []
     for key in sorted(options):
         value = options[key]
