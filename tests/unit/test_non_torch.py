@@ -13,6 +13,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     flashinfer_allreduce_workspace,
     hopper_nvswitch,
     in_budget_non_torch,
+    mnnvl_workspace_bytes,
     multicast_capable,
     nccl_bytes,
     pre_snapshot_bytes,
@@ -57,17 +58,50 @@ def test_flashinfer_fusion_workspace_from_0_17_on_hopper() -> None:
     # buffer (128 MiB), tp x 256 x 4 bytes of flags and 3 x 128 MiB of Lamport buffers. FlashInfer 0.6.6
     # (vLLM 0.19) rounds each SymmDeviceMemory allocation up to the 512 MiB multicast granularity.
     assert flashinfer_allreduce_workspace(v19, 2, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
-    # FlashInfer 0.6.16 (vLLM 0.28) rounds only to the 2 MiB allocation granularity, after the signal pad
+    # trtllm under FlashInfer 0.6.16 (vLLM 0.28, the fallback where the node has no NVSwitch multicast)
+    # rounds only to the 2 MiB allocation granularity, after the signal pad
     want = _pad(128 * MIB, 2 * MIB) + _pad(2 * 256 * 4, 2 * MIB) + _pad(384 * MIB, 2 * MIB)
     assert want == 130 * MIB + 2 * MIB + 386 * MIB
-    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192) == want
+    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192, multicast=False) == want
     # capped at max_num_batched_tokens by the fusion pass
-    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 2048) == 34 * MIB + 2 * MIB + 98 * MIB
+    no_mc = {"multicast": False}
+    assert (
+        flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 2048, **no_mc)
+        == 34 * MIB + 2 * MIB + 98 * MIB
+    )
     # TP 4 on Hopper: 2 MiB inputs -> 8 MiB buffer, flags, 24 MiB Lamport: each still a 512 MiB block
     assert flashinfer_allreduce_workspace(v19, 4, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
-    assert flashinfer_allreduce_workspace(v28, 4, 1, HOPPER, H, 2, 8192) == 10 * MIB + 2 * MIB + 26 * MIB
+    assert (
+        flashinfer_allreduce_workspace(v28, 4, 1, HOPPER, H, 2, 8192, **no_mc)
+        == 10 * MIB + 2 * MIB + 26 * MIB
+    )
     # TP 4 on Blackwell: 32 MiB inputs
-    assert flashinfer_allreduce_workspace(v28, 4, 1, B200, H, 2, 8192) == 130 * MIB + 2 * MIB + 386 * MIB
+    assert (
+        flashinfer_allreduce_workspace(v28, 4, 1, B200, H, 2, 8192, **no_mc)
+        == 130 * MIB + 2 * MIB + 386 * MIB
+    )
+
+
+def test_mnnvl_workspace_on_one_multicast_node_from_0_27() -> None:
+    # vLLM 0.27-0.34 `_resolve_fi_ar_backend` (flashinfer_all_reduce.py): MNNVL on one node, trtllm only
+    # where MNNVL cannot create its multicast workspace. MNNVLAllReduceFusionWorkspace (FlashInfer
+    # 0.6.16.post3-0.7.4) asks for 3 Lamport buffers of max(one-shot, two-shot) bytes in one McastGPUBuffer,
+    # rounded to the 512 MiB multicast granularity.
+    v26, v28, v34 = version_info("0.26.0"), version_info("0.28.0"), version_info("0.34.0")
+    # TP 2 on Hopper, Llama-3.1-8B (hidden 4096): 8192 tokens, two-shot 2 x 8192 x 4096 x 2 = 128 MiB per
+    # buffer, 384 MiB + the 2 KiB signal pad -> one 512 MiB block (trtllm: 518 MiB in three allocations)
+    assert mnnvl_workspace_bytes(2, 8192, H, 2) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 2, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    # TP 4 on Hopper: 2 MiB inputs (256 tokens), 3 x 2 MiB -> still one 512 MiB block (trtllm: 38 MiB)
+    assert flashinfer_allreduce_workspace(v34, 4, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 4, 1, HOPPER, H, 2, 8192, multicast=False) == 38 * MIB
+    # one-shot sizing: 1 MiB of input at most; two-shot dominates from 2 tokens per rank on
+    assert mnnvl_workspace_bytes(8, 1, H, 2) == 512 * MIB
+    # buffers past 512 MiB take a second block: 3 x 2 x 32768 x 4096 x 2 = 1.5 GiB -> 2 GiB
+    assert mnnvl_workspace_bytes(2, 32768, H, 2) == 2048 * MIB
+    # 0.26 still plans trtllm's three 512 MiB blocks (FlashInfer 0.6.14, MNNVL through torch symmetric memory)
+    assert flashinfer_allreduce_workspace(v26, 2, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
 
 
 def test_fusion_workspace_needs_multicast_before_0_27() -> None:
@@ -87,8 +121,10 @@ def test_no_workspace_on_ampere_with_pp_or_tp1() -> None:
     assert flashinfer_allreduce_workspace(v19, 2, 1, AMPERE, H, 2, 8192) == 0
     assert flashinfer_allreduce_workspace(v19, 1, 1, HOPPER, H, 2, 8192) == 0
     assert flashinfer_allreduce_workspace(v19, 2, 2, HOPPER, H, 2, 8192) == 0  # fusion pass off with PP
-    # 0.29+: the standalone FlashInfer all-reduce creates it with PP too, not capped by mnbt
-    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048) == 518 * MIB
+    # 0.29+: the standalone FlashInfer all-reduce creates it with PP too, not capped by mnbt (MNNVL's one
+    # 512 MiB block on a multicast node, trtllm's 518 MiB without multicast)
+    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048, multicast=False) == 518 * MIB
 
 
 def test_planned_kv_budget_pays_for_the_workspace_at_tp2_on_hopper() -> None:
