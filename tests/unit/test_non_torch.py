@@ -6,11 +6,14 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.non_torch import (
     CUDA_CONTEXT,
+    CUSTOM_ALLREDUCE,
     NCCL_CONN_BUFF,
     SM90_NVSWITCH_CHANNELS,
+    device_nccl_bytes,
     flashinfer_allreduce_workspace,
     hopper_nvswitch,
     in_budget_non_torch,
+    mnnvl_workspace_bytes,
     multicast_capable,
     nccl_bytes,
     pre_snapshot_bytes,
@@ -55,17 +58,50 @@ def test_flashinfer_fusion_workspace_from_0_17_on_hopper() -> None:
     # buffer (128 MiB), tp x 256 x 4 bytes of flags and 3 x 128 MiB of Lamport buffers. FlashInfer 0.6.6
     # (vLLM 0.19) rounds each SymmDeviceMemory allocation up to the 512 MiB multicast granularity.
     assert flashinfer_allreduce_workspace(v19, 2, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
-    # FlashInfer 0.6.16 (vLLM 0.28) rounds only to the 2 MiB allocation granularity, after the signal pad
+    # trtllm under FlashInfer 0.6.16 (vLLM 0.28, the fallback where the node has no NVSwitch multicast)
+    # rounds only to the 2 MiB allocation granularity, after the signal pad
     want = _pad(128 * MIB, 2 * MIB) + _pad(2 * 256 * 4, 2 * MIB) + _pad(384 * MIB, 2 * MIB)
     assert want == 130 * MIB + 2 * MIB + 386 * MIB
-    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192) == want
+    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192, multicast=False) == want
     # capped at max_num_batched_tokens by the fusion pass
-    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 2048) == 34 * MIB + 2 * MIB + 98 * MIB
+    no_mc = {"multicast": False}
+    assert (
+        flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 2048, **no_mc)
+        == 34 * MIB + 2 * MIB + 98 * MIB
+    )
     # TP 4 on Hopper: 2 MiB inputs -> 8 MiB buffer, flags, 24 MiB Lamport: each still a 512 MiB block
     assert flashinfer_allreduce_workspace(v19, 4, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
-    assert flashinfer_allreduce_workspace(v28, 4, 1, HOPPER, H, 2, 8192) == 10 * MIB + 2 * MIB + 26 * MIB
+    assert (
+        flashinfer_allreduce_workspace(v28, 4, 1, HOPPER, H, 2, 8192, **no_mc)
+        == 10 * MIB + 2 * MIB + 26 * MIB
+    )
     # TP 4 on Blackwell: 32 MiB inputs
-    assert flashinfer_allreduce_workspace(v28, 4, 1, B200, H, 2, 8192) == 130 * MIB + 2 * MIB + 386 * MIB
+    assert (
+        flashinfer_allreduce_workspace(v28, 4, 1, B200, H, 2, 8192, **no_mc)
+        == 130 * MIB + 2 * MIB + 386 * MIB
+    )
+
+
+def test_mnnvl_workspace_on_one_multicast_node_from_0_27() -> None:
+    # vLLM 0.27-0.34 `_resolve_fi_ar_backend` (flashinfer_all_reduce.py): MNNVL on one node, trtllm only
+    # where MNNVL cannot create its multicast workspace. MNNVLAllReduceFusionWorkspace (FlashInfer
+    # 0.6.16.post3-0.7.4) asks for 3 Lamport buffers of max(one-shot, two-shot) bytes in one McastGPUBuffer,
+    # rounded to the 512 MiB multicast granularity.
+    v26, v28, v34 = version_info("0.26.0"), version_info("0.28.0"), version_info("0.34.0")
+    # TP 2 on Hopper, Llama-3.1-8B (hidden 4096): 8192 tokens, two-shot 2 x 8192 x 4096 x 2 = 128 MiB per
+    # buffer, 384 MiB + the 2 KiB signal pad -> one 512 MiB block (trtllm: 518 MiB in three allocations)
+    assert mnnvl_workspace_bytes(2, 8192, H, 2) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v28, 2, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 2, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    # TP 4 on Hopper: 2 MiB inputs (256 tokens), 3 x 2 MiB -> still one 512 MiB block (trtllm: 38 MiB)
+    assert flashinfer_allreduce_workspace(v34, 4, 1, HOPPER, H, 2, 8192) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 4, 1, HOPPER, H, 2, 8192, multicast=False) == 38 * MIB
+    # one-shot sizing: 1 MiB of input at most; two-shot dominates from 2 tokens per rank on
+    assert mnnvl_workspace_bytes(8, 1, H, 2) == 512 * MIB
+    # buffers past 512 MiB take a second block: 3 x 2 x 32768 x 4096 x 2 = 1.5 GiB -> 2 GiB
+    assert mnnvl_workspace_bytes(2, 32768, H, 2) == 2048 * MIB
+    # 0.26 still plans trtllm's three 512 MiB blocks (FlashInfer 0.6.14, MNNVL through torch symmetric memory)
+    assert flashinfer_allreduce_workspace(v26, 2, 1, HOPPER, H, 2, 8192) == 3 * 512 * MIB
 
 
 def test_fusion_workspace_needs_multicast_before_0_27() -> None:
@@ -85,8 +121,10 @@ def test_no_workspace_on_ampere_with_pp_or_tp1() -> None:
     assert flashinfer_allreduce_workspace(v19, 2, 1, AMPERE, H, 2, 8192) == 0
     assert flashinfer_allreduce_workspace(v19, 1, 1, HOPPER, H, 2, 8192) == 0
     assert flashinfer_allreduce_workspace(v19, 2, 2, HOPPER, H, 2, 8192) == 0  # fusion pass off with PP
-    # 0.29+: the standalone FlashInfer all-reduce creates it with PP too, not capped by mnbt
-    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048) == 518 * MIB
+    # 0.29+: the standalone FlashInfer all-reduce creates it with PP too, not capped by mnbt (MNNVL's one
+    # 512 MiB block on a multicast node, trtllm's 518 MiB without multicast)
+    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048) == 512 * MIB
+    assert flashinfer_allreduce_workspace(v34, 2, 2, HOPPER, H, 2, 2048, multicast=False) == 518 * MIB
 
 
 def test_planned_kv_budget_pays_for_the_workspace_at_tp2_on_hopper() -> None:
@@ -207,3 +245,37 @@ def test_v0_19_tp2_start_plans_the_logged_kv_memory() -> None:
     got = plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu, options=opts)
     assert abs(got["available_kv_cache_bytes"] / GIB - 63.76) / 63.76 <= 0.01
     assert abs(got["kv_cache_tokens"] - 1_044_688) / 1_044_688 <= 0.01
+
+
+def test_without_p2p_nccl_and_custom_allreduce_take_no_device_memory() -> None:
+    v10 = version_info("0.10.1")
+    assert device_nccl_bytes(2, p2p=True) == nccl_bytes(2)
+    assert device_nccl_bytes(2, p2p=False) == 0
+    assert device_nccl_bytes(2, p2p=False, nodes=2) == nccl_bytes(2)  # only a one-node group is known
+    # 0.9-0.10: NCCL and the custom all-reduce are inside the budget, unless the GPUs lack peer access
+    assert in_budget_non_torch(v10, 2, 2, p2p=False) == in_budget_non_torch(v10, 1, 1)
+    assert in_budget_non_torch(v10, 2, 2) - in_budget_non_torch(v10, 2, 2, p2p=False) == (
+        nccl_bytes(2) + CUSTOM_ALLREDUCE
+    )
+
+
+def test_0_10_tp2_without_p2p_plans_the_logged_kv_memory() -> None:
+    # https://github.com/dennislee22/vLLM-benchmarking/blob/b474d1e053c35c9aef8c02aae4efbc0d8675f033/log/vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log
+    # vLLM 0.10.1.1, Qwen2-7B-Instruct at TP 2 on two A100 80GB of one pod, gmu 0.25: "Custom allreduce is
+    # disabled because your platform lacks GPU P2P capability", "Using FlashInfer for top-p & top-k
+    # sampling.", "Model loading took 7.1217 GiB", "Available KV cache memory: 12.02 GiB".
+    a100 = {"name": "NVIDIA A100 80GB", "memory_mib": 81920, "count": 2, "compute_capability": "8.0"}
+    opts = {
+        "vllm_version": "0.10.1",
+        "tensor_parallel_size": 2,
+        "max_model_len": 16384,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 2048,
+        "gpu_memory_utilization": 0.25,
+        "sampler_backend": "flashinfer",
+    }
+    no_p2p = plan(config("Qwen__Qwen2.5-7B"), dict(a100, p2p=False), options=opts)
+    assert abs(no_p2p["available_kv_cache_bytes"] / GIB - 12.02) < 0.15
+    with_p2p = plan(config("Qwen__Qwen2.5-7B"), a100, options=opts)
+    gap = no_p2p["available_kv_cache_bytes"] - with_p2p["available_kv_cache_bytes"]
+    assert gap == nccl_bytes(2) + CUSTOM_ALLREDUCE

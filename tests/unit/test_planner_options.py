@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import subprocess
@@ -48,6 +49,7 @@ SAMPLES: dict[str, Any] = {
     "target_context_len": 16384,
     "target_concurrency": 8,
     "workload": "batch",
+    "sampler_backend": "flashinfer",
     "model_name": "org/model",
 }
 GPU = {"memory_mib": 81559, "count": 8, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
@@ -217,6 +219,7 @@ def test_parsers(options: dict, field: str, value: Any) -> None:
         ({"block_size": 0}, "block_size: must be >= 1"),
         ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization: must be in (0, 1]"),
         ({"workload": "x"}, "workload: expected one of chat, batch"),
+        ({"sampler_backend": "sort"}, "sampler_backend: expected one of auto, flashinfer, pytorch"),
         ({"kv_cache_dtype": "int4"}, "kv_cache_dtype: expected one of"),
         ({"language_model_only": "maybe"}, "language_model_only: expected true/false"),
     ],
@@ -296,3 +299,13 @@ def test_filter_doc_lists_every_option() -> None:
     text = " ".join(doc["DOCUMENTATION"]["description"])
     for name in O.OPTION_KEYS:
         assert f"C({name})" in text, name
+
+
+def test_gpu_without_p2p_round_trips_through_the_cli_flags() -> None:
+    argv, _ = O.cli_arguments(dict(GPU, p2p=False), {})
+    assert O.NO_P2P_FLAG in argv
+    assert O.NO_P2P_FLAG not in O.cli_arguments(GPU, {})[0]
+    parser = argparse.ArgumentParser()
+    O.add_cli_arguments(parser)
+    assert O.gpu_from_cli(parser.parse_args(argv))["p2p"] is False
+    assert "p2p" not in O.gpu_from_cli(parser.parse_args(O.cli_arguments(GPU, {})[0]))

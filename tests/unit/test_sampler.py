@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.sampler import (
+    FLASHINFER_BYTES,
     SORT_BYTES,
     sampler_bytes,
     sampler_path,
@@ -158,3 +159,56 @@ def test_0_19_torch_peak_of_llama_8b_on_an_h100_matches_vllm_log() -> None:
     opts = dict(H100_SERVE, vllm_version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
     r = plan(config("meta-llama__Meta-Llama-3.1-8B"), gpu(H100, count=1), options=opts)
     assert abs(r["per_gpu"]["activation_peak_bytes"] / GIB - 1.89) < 0.1
+
+
+A100_80 = {"name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "count": 1, "compute_capability": "8.0"}
+# vLLM 0.10.1 serve defaults on an A100 (kept out of the large-GPU class): 256 sequences, 2048 tokens
+A100_0_10_SERVE = {
+    "vllm_version": "0.10.1",
+    "tensor_parallel_size": 1,
+    "max_model_len": 16384,
+    "max_num_seqs": 256,
+    "max_num_batched_tokens": 2048,
+}
+
+
+def test_0_10_with_flashinfer_installed_takes_its_sampler() -> None:
+    # https://github.com/dennislee22/vLLM-benchmarking/blob/b474d1e053c35c9aef8c02aae4efbc0d8675f033/log/vllm-7B-1gpuA10080GB-0.25GRAM.log
+    # vLLM 0.10.1.1 installed with flashinfer-python: "Using FlashInfer for top-p & top-k sampling.",
+    # Qwen2-7B-Instruct at gmu 0.25: "Model loading took 14.2488 GiB", "Available KV cache memory: 5.01 GiB".
+    opts = dict(A100_0_10_SERVE, gpu_memory_utilization=0.25)
+    fi = plan(config("Qwen__Qwen2.5-7B"), A100_80, options=dict(opts, sampler_backend="flashinfer"))
+    assert abs(fi["available_kv_cache_bytes"] / GIB - 5.01) < 0.2
+    # without FlashInfer (the wheel's default install) 0.10 sorts: 20 B/logit more over 256 rows
+    default = plan(config("Qwen__Qwen2.5-7B"), A100_80, options=opts)
+    pytorch = plan(config("Qwen__Qwen2.5-7B"), A100_80, options=dict(opts, sampler_backend="pytorch"))
+    assert default["available_kv_cache_bytes"] == pytorch["available_kv_cache_bytes"]
+    gap = fi["available_kv_cache_bytes"] - default["available_kv_cache_bytes"]
+    vocab = resolve(config("Qwen__Qwen2.5-7B")).vocab_size
+    assert abs(gap - 256 * vocab * (SORT_BYTES - FLASHINFER_BYTES)) < 1 << 20
+
+
+def test_sampler_backend_override_per_release() -> None:
+    flags = {"max_model_len": 8192, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
+    peak = {}
+    for version in ("0.16.0", "0.19.0"):
+        for backend in ("auto", "flashinfer", "pytorch"):
+            r = plan(
+                config("meta-llama__Meta-Llama-3.1-8B"),
+                gpu(H100, count=1),
+                options=dict(flags, vllm_version=version, sampler_backend=backend),
+            )
+            peak[version, backend] = r["per_gpu"]["activation_peak_bytes"]
+    # 0.12-0.20 sort (or mask with Triton from 0.17) unless VLLM_USE_FLASHINFER_SAMPLER=1
+    assert peak["0.16.0", "auto"] == peak["0.16.0", "pytorch"] > peak["0.16.0", "flashinfer"]
+    assert peak["0.19.0", "auto"] == peak["0.19.0", "pytorch"]
+    # the V0 engine keeps its sort path whatever the option says
+    v0 = [
+        plan(
+            config("meta-llama__Meta-Llama-3.1-8B"),
+            gpu(H100, count=1),
+            options=dict(flags, vllm_version="0.7.3", sampler_backend=b),
+        )
+        for b in ("auto", "flashinfer")
+    ]
+    assert v0[0]["per_gpu"]["activation_peak_bytes"] == v0[1]["per_gpu"]["activation_peak_bytes"]

@@ -193,7 +193,7 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         return out
     out["plan"] = plan
     command, missing = planner_command(
-        {k: v for k, v in gpu.items() if k in GPU_FLAGS or k == "shared"},
+        {k: v for k, v in gpu.items() if k in GPU_FLAGS or k in ("shared", "p2p")},
         entry.get("options") or {},
         entry.get("config_path"),
         entry.get("index_path"),

@@ -63,6 +63,11 @@ class GpuSpec:
     memory_reserved_mib: int | None = None
     # memory other processes hold on each GPU when vLLM starts (nvidia-smi memory.used before the start)
     memory_used_mib: int = 0
+    # the node's GPUs reach each other by CUDA peer-to-peer (NVLink or PCIe P2P). False where the driver
+    # reports none (containers or VMs without it): vLLM logs "Custom allreduce is disabled because your
+    # platform lacks GPU P2P capability" and NCCL's transports between the GPUs keep their buffers in host
+    # memory (non_torch.py).
+    p2p: bool = True
     cc: tuple[int, int] = field(init=False, compare=False)
     reserved_mib: int = field(init=False, compare=False)
     cuda_total_bytes: int = field(init=False, compare=False)
@@ -100,6 +105,7 @@ class GpuSpec:
             "shared",
             "memory_reserved_mib",
             "memory_used_mib",
+            "p2p",
             *INFORMATIONAL_KEYS,
         }
         unknown = sorted(set(gpu) - known)
@@ -138,6 +144,9 @@ class GpuSpec:
         shared = gpu.get("shared", False)
         if not isinstance(shared, bool):
             raise PlanInputError(f"gpu.shared: expected true/false, got {shared!r}")
+        p2p = gpu.get("p2p", True)
+        if not isinstance(p2p, bool):
+            raise PlanInputError(f"gpu.p2p: expected true/false, got {p2p!r}")
         return cls(
             memory_mib=memory,
             count=count,
@@ -147,6 +156,7 @@ class GpuSpec:
             shared=shared,
             memory_reserved_mib=reserved,
             memory_used_mib=used,
+            p2p=p2p,
         )
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from .non_torch import (
     MISC_NON_TORCH,
     NCCL_BASE,
     NCCL_PER_PEER,
+    device_nccl_bytes,
     hopper_nvswitch,
     in_budget_non_torch,
     multicast_capable,
@@ -172,15 +173,17 @@ def stage_memory(
     """graphs: the CUDA-graph pool captured; graphs_reserved: what of it the release subtracts from the
     KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
     T = gpu.cuda_total_bytes
-    nccl = nccl_bytes(world)
+    # without CUDA P2P on one node NCCL's buffers are host memory and vLLM has no custom all-reduce
+    p2p = gpu.p2p or gpu.nodes > 1
+    nccl = device_nccl_bytes(world, gpu.p2p, gpu.nodes)
     if vinfo.v0_engine:
-        return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, tp)
-    pre = pre_snapshot_bytes(vinfo, world)
+        return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, tp > 1 and p2p)
+    pre = pre_snapshot_bytes(vinfo, world, gpu.p2p, gpu.nodes)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
     nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
     multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
-    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast)
+    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p)
     non_torch += runner_state
     W = int(weights)
     A = int(activation)
@@ -217,13 +220,13 @@ def _v0_stage_memory(
     activation: float,
     graphs: float,
     nccl: int,
-    tp: int,
+    custom_allreduce: bool,
 ) -> StageMemory:
     """V0 engine (v0_engine.py): graphs are captured after the cache, outside the budget."""
     T = gpu.cuda_total_bytes
     requested = int(T * (gmu if gmu is not None else vinfo.gmu_default))
     W, A, G = int(weights), int(activation), int(graphs)
-    non_torch = v0_non_torch(nccl, CUSTOM_ALLREDUCE if tp > 1 else 0)
+    non_torch = v0_non_torch(nccl, CUSTOM_ALLREDUCE if custom_allreduce else 0)
     avail = v0_available_kv(vinfo.version, requested, W, A, non_torch, CUDA_CONTEXT, gpu.used_bytes)
     outside = v0_family(vinfo.version) != "V0-peak-nontorch"
     pre = CUDA_CONTEXT if outside else 0

@@ -64,6 +64,12 @@ FI_AR_MAX_SIZE_MB: dict[tuple[int, int], dict[int, float]] = {
 # = 1 << 29 in microsoft/mscclpp include/mscclpp/nvls.hpp; the per-rank mappings of sglang#18341's
 # FlashInfer workspace log are 0x20000000 apart).
 FI_BARRIER_FLAGS = 256
+# MNNVLAllReduceFusionWorkspace (flashinfer/comm/trtllm_mnnvl_ar.py, 0.6.16.post3-0.7.4): NUM_LAMPORT_BUFFERS
+# Lamport buffers of max(one-shot, two-shot) bytes, each a multiple of TWOSHOT_NUM_STAGES x
+# PACKED_ALIGNMENT_BYTES, in one McastGPUBuffer; one-shot holds up to MNNVL_ONE_SHOT_THRESHOLD bytes.
+MNNVL_LAMPORT_BUFFERS = 3
+MNNVL_ONE_SHOT_THRESHOLD = 64 * 1024 * 8 * 2
+MNNVL_BUFFER_ALIGN = 2 * 16
 FI_ALIGN = 1 << 21
 FI_SIGNAL_PAD = 2048
 MC_GRANULARITY = 1 << 29
@@ -121,6 +127,19 @@ def nccl_bytes(world: int) -> int:
     return 0 if world <= 1 else NCCL_BASE + NCCL_PER_PEER * (world - 1)
 
 
+def device_nccl_bytes(world: int, p2p: bool, nodes: int = 1) -> int:
+    """NCCL's device memory on one GPU of a single-node group: nccl_bytes, or nothing without CUDA P2P.
+
+    vLLM's `CustomAllreduce.__init__` (custom_all_reduce.py, 0.4-0.34) disables itself when
+    `gpu_p2p_access_check` fails ("Custom allreduce is disabled because your platform lacks GPU P2P
+    capability"), so its IPC buffers are never allocated; NCCL then connects the GPUs with its SHM
+    transport (src/transport/shm.cc: P2P's canConnect fails without peer access), whose send and receive
+    buffers are host shared memory mapped into the device (cudaHostRegister), not device allocations."""
+    if world <= 1:
+        return 0
+    return nccl_bytes(world) if p2p or nodes > 1 else 0
+
+
 def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
@@ -141,7 +160,8 @@ def flashinfer_allreduce_workspace(
     mnbt: int,
     multicast: bool = True,
 ) -> int:
-    """Bytes of FlashInfer's trtllm all-reduce workspace on one GPU (0 where the release creates none).
+    """Bytes of FlashInfer's all-reduce workspace on one GPU (0 where the release creates none): trtllm's,
+    or from 0.27 on a multicast-capable node MNNVL's (mnnvl_workspace_bytes).
 
     multicast: whether the GPUs support NVLink multicast; FlashInfer 0.6.4-0.6.14 (vLLM 0.17-0.26) creates
     no workspace without it."""
@@ -160,17 +180,40 @@ def flashinfer_allreduce_workspace(
     tokens = int(max_mb * MIB) // (hidden * d)
     if not vinfo.flashinfer_allreduce:
         tokens = min(tokens, mnbt)  # the fusion pass caps it at max_num_batched_tokens
+    if vinfo.fi_ar_mnnvl and multicast:
+        # one node with NVSwitch multicast: the MNNVL backend (trtllm is the fallback without multicast)
+        return mnnvl_workspace_bytes(tp, tokens, hidden, d)
     lamport_elem = 4 if d == 4 else 2
     gran = MC_GRANULARITY if vinfo.fi_workspace_mc_rounded else FI_ALIGN
     sizes = (tp * tokens * hidden * 2, tp * FI_BARRIER_FLAGS * 4, 3 * tp * tokens * hidden * lamport_elem)
     return sum(_round_up(_round_up(n, 16) + FI_SIGNAL_PAD, gran) for n in sizes)
 
 
-def pre_snapshot_bytes(vinfo: VersionInfo, world: int) -> int:
+def mnnvl_workspace_bytes(tp: int, tokens: int, hidden: int, d: int) -> int:
+    """Bytes of FlashInfer's MNNVL all-reduce workspace on one GPU (FlashInfer 0.6.16+).
+
+    `MNNVLAllReduceFusionWorkspace.__init__` sizes one Lamport buffer as the larger of the one-shot
+    (min(threshold / (tp x elem x hidden), tokens) x hidden x tp x elem) and two-shot
+    (2 x ceil(tokens / tp) x tp x hidden x elem) needs, rounds it to 32 bytes and asks `McastGPUBuffer` for
+    three; `SymmDeviceMemory._get_allocation_prop` (flashinfer/comm/mnnvl.py) adds the 2 KiB signal pad,
+    rounds to the 2 MiB allocation granularity and then, multicast being on, to the recommended multicast
+    granularity (512 MiB on NVSwitch GPUs): one 512 MiB block per GPU whatever the TP size, unless the
+    buffers need more."""
+    if tp <= 1 or tokens <= 0 or hidden <= 0:
+        return 0
+    one_shot_tokens = min(MNNVL_ONE_SHOT_THRESHOLD // (tp * d * hidden), tokens)
+    one_shot = one_shot_tokens * hidden * tp * d
+    two_shot = 2 * -(-tokens // tp) * tp * hidden * d
+    buf = _round_up(max(one_shot, two_shot), MNNVL_BUFFER_ALIGN)
+    alloc = _round_up(MNNVL_LAMPORT_BUFFERS * buf + FI_SIGNAL_PAD, FI_ALIGN)
+    return _round_up(alloc, MC_GRANULARITY)
+
+
+def pre_snapshot_bytes(vinfo: VersionInfo, world: int, p2p: bool = True, nodes: int = 1) -> int:
     """Used before the baseline snapshot (outside the budget of the snapshot families)."""
     if vinfo.absolute_budget:
         return 0
-    pre = CUDA_CONTEXT if vinfo.nccl_in_budget else CUDA_CONTEXT + nccl_bytes(world)
+    pre = CUDA_CONTEXT if vinfo.nccl_in_budget else CUDA_CONTEXT + device_nccl_bytes(world, p2p, nodes)
     if vinfo.cublas_before_snapshot:
         pre += CUBLAS_WORKSPACE
     return pre
@@ -187,14 +230,18 @@ def in_budget_non_torch(
     mnbt: int = 0,
     nvswitch: bool = False,
     multicast: bool = True,
+    p2p: bool = True,
 ) -> int:
     """Non-torch growth that vLLM counts inside the budget (0.8.x: without the context and NCCL, which
-    stage_memory adds to its absolute budget)."""
+    stage_memory adds to its absolute budget).
+
+    p2p: whether the node's GPUs have CUDA peer access; without it (one node) vLLM creates no custom
+    all-reduce and NCCL's buffers stay in host memory (device_nccl_bytes)."""
     non_torch = MISC_NON_TORCH + (0 if vinfo.cublas_before_snapshot else CUBLAS_WORKSPACE)
-    if tp > 1 and (vinfo.nccl_in_budget or vinfo.absolute_budget):
+    if tp > 1 and p2p and (vinfo.nccl_in_budget or vinfo.absolute_budget):
         non_torch += CUSTOM_ALLREDUCE
     if vinfo.nccl_in_budget:
-        non_torch += nccl_bytes(world)
+        non_torch += nccl_bytes(world) if p2p else 0
     non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt, multicast)
     non_torch += tp_comm_bytes(vinfo, tp, nvswitch)
     return non_torch

@@ -20,6 +20,8 @@ from .errors import PlanInputError
 from .lora import LORA_RANKS
 
 WORKLOADS = ("chat", "batch")
+# The top-k/top-p code path of vLLM's sampler (sampler.py): "auto" takes the release's default install
+SAMPLER_BACKENDS = ("auto", "flashinfer", "pytorch")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "half", "bf16")
 
 # --- value parsers: (options, key) -> value; messages name the key -------------------------------
@@ -142,6 +144,16 @@ def parse_workload(options: Mapping[str, Any], key: str) -> str:
     if v not in WORKLOADS:
         raise PlanInputError(
             f"{key}: expected one of {', '.join(WORKLOADS)}, got {options.get(key)!r}. Fix: set {key} chat."
+        )
+    return v
+
+
+def parse_sampler_backend(options: Mapping[str, Any], key: str) -> str:
+    v = str(options.get(key) or "auto").strip().lower()
+    if v not in SAMPLER_BACKENDS:
+        raise PlanInputError(
+            f"{key}: expected one of {', '.join(SAMPLER_BACKENDS)}, got {options.get(key)!r}. "
+            f"Fix: set {key} auto."
         )
     return v
 
@@ -368,6 +380,17 @@ OPTIONS: tuple[PlanOption, ...] = (
     PlanOption("target_concurrency", parse_int, "requests that should fit at once", int, "N"),
     PlanOption("workload", parse_workload, "chat or batch (scheduler defaults)", str, "W", choices=WORKLOADS),
     PlanOption(
+        "sampler_backend",
+        parse_sampler_backend,
+        "top-k/top-p path of the sampler, which sizes the profile's sampler peak: auto (the release's "
+        "default install), flashinfer (the log says 'Using FlashInfer for top-p & top-k sampling': "
+        "FlashInfer installed on 0.9-0.11, VLLM_USE_FLASHINFER_SAMPLER=1 on 0.12-0.20) or pytorch (no "
+        "FlashInfer, or VLLM_USE_FLASHINFER_SAMPLER=0); V1 engine (0.8+) only",
+        str,
+        "S",
+        choices=SAMPLER_BACKENDS,
+    ),
+    PlanOption(
         "model_name", parse_name, "name used in messages (default: from the config path)", metavar="NAME"
     ),
 )
@@ -401,6 +424,7 @@ class PlanOptions:
     target_context_len: int | None
     target_concurrency: int | None
     workload: str
+    sampler_backend: str  # auto | flashinfer | pytorch
     model_name: str | None
 
 
@@ -484,6 +508,7 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
 }
 SHARED_FLAG = "--shared-gpu"
+NO_P2P_FLAG = "--no-gpu-p2p"
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
@@ -491,6 +516,13 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     for key, (flag, kwargs) in GPU_FLAGS.items():
         parser.add_argument(flag, dest=f"gpu_{key}", **kwargs)
     parser.add_argument(SHARED_FLAG, action="store_true", help="other processes use these GPUs too")
+    parser.add_argument(
+        NO_P2P_FLAG,
+        dest="no_gpu_p2p",
+        action="store_true",
+        help="the GPUs have no CUDA peer access to each other (vLLM: 'Custom allreduce is disabled because "
+        "your platform lacks GPU P2P capability')",
+    )
     for o in OPTIONS:
         if o.cli_type is None:
             parser.add_argument(o.cli_flag, dest=o.name, action="store_true", help=o.help)
@@ -525,6 +557,8 @@ def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
     if not gpu["memory_used_mib"]:
         del gpu["memory_used_mib"]
     gpu["shared"] = ns.shared_gpu
+    if getattr(ns, "no_gpu_p2p", False):
+        gpu["p2p"] = False
     return gpu
 
 
@@ -536,6 +570,8 @@ def cli_arguments(gpu: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[l
             argv += [flag, str(gpu[key])]
     if gpu.get("shared"):
         argv.append(SHARED_FLAG)
+    if gpu.get("p2p") is False:
+        argv.append(NO_P2P_FLAG)
     missing = []
     for key in sorted(options):
         value = options[key]

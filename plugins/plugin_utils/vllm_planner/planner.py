@@ -57,6 +57,10 @@ def plan(
     vinfo = version_info(resolve_version_text(parse_version(raw, "vllm_version"), raw.get("vllm_image")))
     notes = Notes(warnings=version_warnings(vinfo))
     opts = parse_options(raw, check=False)  # checked above, before the config is read
+    if opts.sampler_backend != "auto" and not vinfo.v0_engine:
+        # the V1 sampler's path where the deployment differs from the release's default install
+        # (sampler.sampler_path); the V0 engine (v0_engine.py) keeps its sort path
+        vinfo = replace(vinfo, flashinfer_sampler=opts.sampler_backend == "flashinfer")
     fallback = v1_unsupported(vinfo.version, g.cc, opts.dtype, opts.kv_cache_dtype, opts.quantization)
     if fallback:
         # vLLM 0.8 runs the V0 engine for this start (no VLLM_USE_V1 set): plan it with V0's accounting

@@ -22,6 +22,12 @@ The default per release is on VersionInfo (`flashinfer_sampler`, `triton_topk`).
 where vLLM both defaults to it and installs it with every wheel: 0.9-0.11 used it by default only when the
 optional `flashinfer` extra was present, and measured 0.11 starts show the sort peak, so those releases are
 planned with the sort path (also the larger of the two, so the KV cache is not over-promised).
+The `sampler_backend` option overrides that default where the deployment differs: 0.9.2-0.11.0's
+`TopKTopPSampler.__init__` takes FlashInfer whenever `import flashinfer.sampling` succeeds and
+VLLM_USE_FLASHINFER_SAMPLER is not 0 (their wheels install it only with the `flashinfer` extra,
+flashinfer-python 0.2.11 for 0.10.1; their Dockerfiles build FlashInfer 0.2.6.post1-0.3.1 into the image), and
+logs "Using FlashInfer for top-p & top-k sampling." when it does; 0.12-0.20 take it on
+VLLM_USE_FLASHINFER_SAMPLER=1.
 """
 
 from __future__ import annotations

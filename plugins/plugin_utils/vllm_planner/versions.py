@@ -148,7 +148,8 @@ class VersionInfo:
     # The profile's dummy sampler pass uses FlashInfer's top-k/top-p kernels: 0.8.x (FlashInfer < 0.2.3, as
     # its images ship it) and 0.21+ (VLLM_USE_FLASHINFER_SAMPLER defaults to on, flashinfer-python a hard
     # dependency since 0.12). 0.9-0.11 used it only when the optional extra was installed; 0.12-0.20 only
-    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag).
+    # on opt-in (vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ per tag). The
+    # `sampler_backend` option replaces it for one deployment (planner.plan).
     flashinfer_sampler: bool
     # 0.17+: PyTorch path masks top-k/top-p with the Triton kernel for >= 8 rows instead of sorting.
     triton_topk: bool
@@ -161,6 +162,11 @@ class VersionInfo:
     # 0.34+: only the GPU model runner of vllm/v1/worker/gpu/ exists (0.22-0.33 used it for some dense,
     # unquantized architectures only), with its persistent penalty state per request.
     v2_model_runner: bool
+    # 0.27+: on one node `_resolve_fi_ar_backend` picks FlashInfer's MNNVL backend (auto-selected since 0.25,
+    # trtllm only where the node lacks NVSwitch multicast), whose workspace FlashInfer 0.6.16+ allocates as
+    # one multicast buffer rounded to the multicast granularity (non_torch.mnnvl_workspace_bytes). 0.25-0.26
+    # (FlashInfer 0.6.13/0.6.14) allocate it through torch symmetric memory: not modelled, planned as trtllm.
+    fi_ar_mnnvl: bool
     # 0.29+: the standalone FlashInfer all-reduce is on by default (VLLM_ALLREDUCE_USE_FLASHINFER=1) and
     # creates the same workspace on the first all-reduce, with PP too.
     flashinfer_allreduce: bool
@@ -235,6 +241,7 @@ def version_info(text: str | None) -> VersionInfo:
         triton_topk=v >= (0, 17),
         allreduce_rms_fusion=v >= (0, 17),
         fi_workspace_mc_rounded=(0, 17) <= v < (0, 27),
+        fi_ar_mnnvl=v >= (0, 27),
         flashinfer_allreduce=v >= (0, 29),
         v2_model_runner=v >= (0, 34),
         torch_28=v >= (0, 10, 2),
