@@ -17,6 +17,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     capture_sizes,
     captured_bytes,
     full_decode_sizes,
+    model_capture_max,
     model_runner,
     reserved_bytes,
     v1_estimate_bytes,
@@ -73,6 +74,44 @@ def test_capture_list_matches_vllm_log() -> None:
     assert max(s for s in sizes if s <= 256) == 256
     # capped by max_num_batched_tokens
     assert capture_sizes(256, 100, 512)[-1] == 96
+
+
+def test_gpt_oss_capture_list_against_vllm_log() -> None:
+    """GptOssForCausalLMConfig.verify_and_update_config raises gpt-oss's largest capture size to 1024
+    whatever max_num_seqs is. vLLM 0.19.0, gpt-oss-20b, 2x H100, serve defaults (max_num_seqs 1024):
+    "Overriding max cuda graph capture size to 1024 for performance." and "Profiling CUDA graph memory:
+    PIECEWISE=83 (largest=1024), FULL=83 (largest=1024)" (https://github.com/jgchn/llm-d-planner/blob/
+    56dc5b76ca535960998bdf9fd4a3077d98fdf60a/accuracy/results/v0.19.0/logs/
+    openai-gpt-oss-20b--h100-80gb--tp2pp1dp1--8192.log)."""
+    arch = resolve(config("openai__gpt-oss-20b"))
+    top = model_capture_max(arch, version_info("0.19.0").version)
+    assert top == 1024
+    sizes = capture_sizes(1024, 8192, 512, top)
+    assert (len(sizes), sizes[-1]) == (83, 1024)
+    assert full_decode_sizes(sizes, 1024) == 83
+    # vllm#33155 (0.14.1, gpt-oss-120b, --max_num_seqs 1 --max-model-len 5120, compile range (1, 5120)):
+    # still 83 piecewise graphs up to 1024 tokens, one FULL decode graph
+    big = resolve(config("openai__gpt-oss-120b"))
+    sizes = capture_sizes(1, 5120, 512, model_capture_max(big, version_info("0.14.1").version))
+    assert (len(sizes), sizes[-1], full_decode_sizes(sizes, 1)) == (83, 1024, 1)
+    # 0.11.0 wrote the list up to 992 ("from 512 to 992 ... from 67 to 81" graphs); 0.10.1 up to 1024
+    assert model_capture_max(arch, version_info("0.11.0").version) == 992
+    assert len(capture_sizes(1, 8192, 512, 992)) == 81
+    assert model_capture_max(arch, version_info("0.10.1").version) == 1024
+    # other models keep min(2 x max_num_seqs, 512)
+    assert model_capture_max(resolve(config("meta-llama__Meta-Llama-3.1-8B")), (0, 19, 0)) is None
+
+
+def test_gpt_oss_graphs_do_not_shrink_with_max_num_seqs() -> None:
+    """The vllm#33155 command on one H100 (0.14.1, gpu_memory_utilization 0.97, max_num_seqs 1): the
+    graphs captured outside the budget are those of 83 sizes up to 1024 tokens, not of sizes 1 and 2."""
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "count": 1, "compute_capability": "9.0"}
+    opts = {"vllm_version": "0.14.1", "gpu_memory_utilization": 0.97, "max_model_len": 5120}
+    one = plan(config("openai__gpt-oss-120b"), gpu, options={**opts, "max_num_seqs": 1})
+    many = plan(config("openai__gpt-oss-120b"), gpu, options={**opts, "max_num_seqs": 512})
+    assert one["per_gpu"]["cuda_graph_bytes"] > 256 << 20
+    # max_num_seqs only changes the FULL decode graphs (one per size up to it)
+    assert many["per_gpu"]["cuda_graph_bytes"] - one["per_gpu"]["cuda_graph_bytes"] < 8 << 20
 
 
 def test_v1_estimate_is_first_capture_plus_per_graph_extrapolation() -> None:

@@ -94,13 +94,31 @@ _V2_ARCHS: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
 )
 
 
-def capture_sizes(max_num_seqs: int, mnbt: int, cap: int) -> list[int]:
+def model_capture_max(arch: ModelArch, version: tuple[int, ...]) -> int | None:
+    """The largest capture size a model's own config hook imposes, or None.
+
+    ``GptOssForCausalLMConfig.verify_and_update_config`` (vllm/model_executor/models/config.py) raises
+    the capture list of gpt-oss "from 512 to 1024 for performance" when the user set no sizes:
+    0.10.1-0.10.2 write the list [1, 2, 4] + 8..248 step 8 + 256..1024 step 16 into
+    ``scheduler_config.cuda_graph_sizes``, 0.11.0 the same list up to 992 ("When using full cuda graph
+    with FA3, the max supported size is 992"), and 0.12.0-0.34.0 set
+    ``compilation_config.max_cudagraph_capture_size = 1024``. Either way the list no longer depends on
+    max_num_seqs; ``_set_cudagraph_sizes`` still drops sizes above max_num_batched_tokens.
+    """
+    if "GptOssForCausalLM" not in arch.architectures or tuple(version[:3]) < (0, 10, 1):
+        return None
+    return 992 if tuple(version[:2]) == (0, 11) else 1024
+
+
+def capture_sizes(max_num_seqs: int, mnbt: int, cap: int, fixed_max: int | None = None) -> list[int]:
     """vLLM's default capture list: [1, 2, 4] + 8..248 step 8 + 256..cap step 16, up to
-    min(2 x max_num_seqs, cap, max_num_batched_tokens) (``VllmConfig._set_cudagraph_sizes``)."""
-    top = min(2 * max_num_seqs, cap, mnbt)
+    min(2 x max_num_seqs, cap, max_num_batched_tokens) (``VllmConfig._set_cudagraph_sizes``), or up to
+    min(fixed_max, max_num_batched_tokens) where the model's config hook sets the largest size
+    (model_capture_max)."""
+    top = min(fixed_max, mnbt) if fixed_max is not None else min(2 * max_num_seqs, cap, mnbt)
     sizes = [s for s in (1, 2, 4) if s <= top]
     sizes += list(range(8, min(top, 248) + 1, 8))
-    sizes += list(range(256, min(top, cap) + 1, 16))
+    sizes += list(range(256, top + 1, 16))
     return sizes or [1]
 
 

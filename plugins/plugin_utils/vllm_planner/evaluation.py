@@ -11,6 +11,7 @@ from .cuda_graphs import (
     capture_sizes,
     captured_bytes,
     full_decode_sizes,
+    model_capture_max,
     model_runner,
     reserved_bytes,
     v1_estimate_bytes,
@@ -106,7 +107,7 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
     if ctx.enforce_eager:
         return 0, 0, 0
     cap = 1024 if (ctx.vinfo.extensible and ctx.gpu.is_blackwell_dc) else 512
-    sizes = capture_sizes(max_num_seqs, mnbt, cap)
+    sizes = capture_sizes(max_num_seqs, mnbt, cap, model_capture_max(ctx.arch, ctx.vinfo.version))
     n_full = full_decode_sizes(sizes, max_num_seqs) if ctx.vinfo.version >= (0, 11) else 0
     return len(sizes), sizes[-1], n_full
 
