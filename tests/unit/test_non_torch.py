@@ -9,6 +9,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     CUSTOM_ALLREDUCE,
     NCCL_CONN_BUFF,
     SM90_NVSWITCH_CHANNELS,
+    custom_allreduce_topology_ok,
     device_nccl_bytes,
     flashinfer_allreduce_workspace,
     hopper_nvswitch,
@@ -279,3 +280,39 @@ def test_0_10_tp2_without_p2p_plans_the_logged_kv_memory() -> None:
     with_p2p = plan(config("Qwen__Qwen2.5-7B"), a100, options=opts)
     gap = no_p2p["available_kv_cache_bytes"] - with_p2p["available_kv_cache_bytes"]
     assert gap == nccl_bytes(2) + CUSTOM_ALLREDUCE
+
+
+def test_more_than_two_pcie_only_gpus_get_no_custom_allreduce() -> None:
+    """CustomAllreduce.__init__ returns before its IPC buffers when world_size > 2 and the GPUs are not
+    NVLink-connected pairwise ("not supported on more than two PCIe-only GPUs"), P2P or not."""
+    assert custom_allreduce_topology_ok("NVIDIA A10", 2)
+    assert not custom_allreduce_topology_ok("NVIDIA A10", 4)
+    assert not custom_allreduce_topology_ok("NVIDIA GeForce RTX 4090", 4)
+    assert not custom_allreduce_topology_ok("NVIDIA H100 PCIe", 4)
+    assert not custom_allreduce_topology_ok("NVIDIA H100 NVL", 4)
+    assert custom_allreduce_topology_ok("NVIDIA A100-SXM4-80GB", 8)
+    assert custom_allreduce_topology_ok("NVIDIA A100 80GB", 4)  # A100 is not A10
+    assert custom_allreduce_topology_ok("NVIDIA H100 80GB HBM3", 8)
+    v085 = version_info("0.8.5")
+    assert in_budget_non_torch(v085, 4, 4) - in_budget_non_torch(v085, 4, 4, custom_ar_topology=False) == (
+        CUSTOM_ALLREDUCE
+    )
+
+
+def test_4x_a10_tp4_plans_no_custom_allreduce() -> None:
+    # https://github.com/vllm-project/vllm/issues/17469: Qwen3-30B-A3B, vLLM 0.8.5, 4x A10, TP 4,
+    # max_model_len 8192: "Model loading took 14.2474 GiB", "GPU KV cache size: 198,784 tokens".
+    a10 = {
+        "name": "NVIDIA A10",
+        "memory_mib": 23028,
+        "count": 4,
+        "compute_capability": "8.6",
+        "memory_reserved_mib": 512,
+    }
+    opts = {"vllm_version": "0.8.5", "tensor_parallel_size": 4, "max_model_len": 8192}
+    four = plan(config("Qwen__Qwen3-30B-A3B"), a10, options=opts)
+    assert abs(four["per_gpu"]["weights_bytes"] / GIB - 14.2474) < 0.01
+    # the same GPUs as an NVLink board would have the 32 MiB of IPC buffers inside the 0.8.x budget
+    sxm = plan(config("Qwen__Qwen3-30B-A3B"), dict(a10, name="NVIDIA NVLink board"), options=opts)
+    assert four["available_kv_cache_bytes"] - sxm["available_kv_cache_bytes"] == CUSTOM_ALLREDUCE
+    assert four["kv_cache_tokens"] < 198784  # still short of the log (NCCL on PCIe, see the README)

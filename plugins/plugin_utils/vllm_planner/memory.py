@@ -30,6 +30,7 @@ from .non_torch import (
     MISC_NON_TORCH,
     NCCL_BASE,
     NCCL_PER_PEER,
+    custom_allreduce_topology_ok,
     device_nccl_bytes,
     hopper_nvswitch,
     in_budget_non_torch,
@@ -176,14 +177,18 @@ def stage_memory(
     # without CUDA P2P on one node NCCL's buffers are host memory and vLLM has no custom all-reduce
     p2p = gpu.p2p or gpu.nodes > 1
     nccl = device_nccl_bytes(world, gpu.p2p, gpu.nodes)
+    custom_ar = custom_allreduce_topology_ok(gpu.name, tp)
     if vinfo.v0_engine:
-        return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, tp > 1 and p2p)
+        ar = tp > 1 and p2p and custom_ar
+        return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, ar)
     pre = pre_snapshot_bytes(vinfo, world, gpu.p2p, gpu.nodes)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
     nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
     multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
-    non_torch = in_budget_non_torch(vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p)
+    non_torch = in_budget_non_torch(
+        vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p, custom_ar
+    )
     non_torch += runner_state
     W = int(weights)
     A = int(activation)

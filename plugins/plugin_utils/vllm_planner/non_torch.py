@@ -37,6 +37,8 @@ the profile run. Where each non-torch allocation falls, per family:
 
 from __future__ import annotations
 
+import re
+
 from .errors import MIB
 from .versions import VersionInfo
 
@@ -108,6 +110,23 @@ def hopper_nvswitch(name: str, cc: tuple[int, int]) -> bool:
         and any(k.upper() in upper for k in _NVSWITCH_HOPPER)
         and not any(k in upper for k in _NO_NVSWITCH)
     )
+
+
+# PCIe-only products: no NVLink, or NVLink bridges joining pairs only (A30/A40/L-series/RTX, H100/H200 NVL).
+_PCIE_ONLY = re.compile(r"\b(PCIE|NVL|GEFORCE|RTX|QUADRO|T4|A2|A10G?|A16|A30|A40|L4|L20|L40S?)\b")
+
+
+def custom_allreduce_topology_ok(name: str, tp: int) -> bool:
+    """Whether vLLM's custom all-reduce passes its topology check for a TP group of these GPUs.
+
+    `CustomAllreduce.__init__` (vllm/distributed/device_communicators/custom_all_reduce.py; the same in
+    0.7.3, whose log in vllm#13719 prints it, 0.9.2 and later) returns before allocating its IPC buffers
+    when `world_size > 2 and not fully_connected` ("Custom allreduce is disabled because it's not
+    supported on more than two PCIe-only GPUs"), fully_connected being NVML's NVLink P2P status between
+    every pair (`current_platform.is_fully_connected`). This check comes before the P2P test, so it holds
+    whether or not the GPUs have CUDA peer access. GPUs not known to be PCIe-only (SXM/HGX boards) are
+    taken as fully connected."""
+    return tp <= 2 or not _PCIE_ONLY.search(name.upper())
 
 
 def tp_comm_bytes(vinfo: VersionInfo, tp: int, nvswitch: bool) -> int:
@@ -231,14 +250,17 @@ def in_budget_non_torch(
     nvswitch: bool = False,
     multicast: bool = True,
     p2p: bool = True,
+    custom_ar_topology: bool = True,
 ) -> int:
     """Non-torch growth that vLLM counts inside the budget (0.8.x: without the context and NCCL, which
     stage_memory adds to its absolute budget).
 
     p2p: whether the node's GPUs have CUDA peer access; without it (one node) vLLM creates no custom
-    all-reduce and NCCL's buffers stay in host memory (device_nccl_bytes)."""
+    all-reduce and NCCL's buffers stay in host memory (device_nccl_bytes).
+    custom_ar_topology: custom_allreduce_topology_ok; more than two PCIe-only GPUs get no custom
+    all-reduce either (NCCL's buffers are still on the device)."""
     non_torch = MISC_NON_TORCH + (0 if vinfo.cublas_before_snapshot else CUBLAS_WORKSPACE)
-    if tp > 1 and p2p and (vinfo.nccl_in_budget or vinfo.absolute_budget):
+    if tp > 1 and p2p and custom_ar_topology and (vinfo.nccl_in_budget or vinfo.absolute_budget):
         non_torch += CUSTOM_ALLREDUCE
     if vinfo.nccl_in_budget:
         non_torch += nccl_bytes(world) if p2p else 0
