@@ -5,6 +5,7 @@ the follower: each test here leaves the group as it found it, serving."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -94,6 +95,12 @@ def test_a_follower_that_fails_before_its_containers_change_fails_its_rank_0_too
     assert not set(NODES) & set(drained(engine).split()), drained(engine)
 
 
+@pytest.mark.skipif(
+    os.environ.get("VLLM_FLEET_SLOW_TESTS") != "1",
+    # about 8 minutes on 2 cores (rank 0's ready timeout, then both CPU vLLMs start again): kept out of
+    # make test's time budget; VLLM_FLEET_SLOW_TESTS=1 MOLECULE_SCENARIOS=serving-group bin/test molecule
+    reason="restarts both members of the group (VLLM_FLEET_SLOW_TESTS=1 runs it)",
+)
 def test_a_change_the_follower_cannot_start_restores_both_members(engine, keys, gpu_vars):
     before = state(engine)
     (model,) = gpu_vars["vllm_server_models"]
