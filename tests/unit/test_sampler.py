@@ -212,3 +212,23 @@ def test_sampler_backend_override_per_release() -> None:
         for b in ("auto", "flashinfer")
     ]
     assert v0[0]["per_gpu"]["activation_peak_bytes"] == v0[1]["per_gpu"]["activation_peak_bytes"]
+
+
+def test_sampler_backend_per_deployment_with_one_model_config() -> None:
+    # A fleet plans one model config object for every GPU group. Groups that differ only in
+    # sampler_backend must not share cached stage figures (keyed by the release before this test).
+    flags = {
+        "max_model_len": 8192,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 8192,
+        "vllm_version": "0.16.0",
+    }
+    cfg = config("meta-llama__Meta-Llama-3.1-8B")
+
+    def peak(backend: str) -> int:
+        r = plan(cfg, gpu(H100, count=1), options=dict(flags, sampler_backend=backend))
+        return int(r["per_gpu"]["activation_peak_bytes"])
+
+    first_sort, first_fi = peak("pytorch"), peak("flashinfer")
+    assert first_fi < first_sort  # FlashInfer keeps fewer bytes per logit than the sort path
+    assert (peak("pytorch"), peak("flashinfer")) == (first_sort, first_fi)

@@ -12,11 +12,6 @@ from .memory import CUDA_CONTEXT, nccl_bytes
 from .quant import QuantSpec
 from .settings import Notes, Settings
 
-
-def _pow2(n: int) -> bool:
-    return n & (n - 1) == 0
-
-
 _TP_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, list[str]]] = {}
 
 
@@ -31,6 +26,22 @@ def tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
         _TP_CACHE.clear()
     _TP_CACHE[key] = (arch, quant, out)
     return list(out)
+
+
+_SPLITTABLE_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, tuple[int, ...]]] = {}
+
+
+def splittable_tps(arch: ModelArch, quant: QuantSpec, upto: int) -> tuple[int, ...]:
+    """The tensor-parallel sizes 1..upto that tp_problems accepts (fixes scan them for every miss)."""
+    key = (id(arch), id(quant), upto)
+    hit = _SPLITTABLE_CACHE.get(key)
+    if hit is not None and hit[0] is arch and hit[1] is quant:
+        return hit[2]
+    out = tuple(t for t in range(1, upto + 1) if not _tp_problems(arch, t, quant))
+    if len(_SPLITTABLE_CACHE) > 4096:
+        _SPLITTABLE_CACHE.clear()
+    _SPLITTABLE_CACHE[key] = (arch, quant, out)
+    return out
 
 
 def _tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
@@ -84,8 +95,7 @@ def _quant_inters(arch: ModelArch) -> list[int]:
 
 def tp_candidates(arch: ModelArch, max_tp: int, quant: QuantSpec) -> list[int]:
     """Tensor-parallel sizes vLLM accepts for this model, smallest first (powers of two first on ties)."""
-    valid = [t for t in range(1, max_tp + 1) if not tp_problems(arch, t, quant)]
-    return sorted(valid, key=lambda t: (t, not _pow2(t)))
+    return list(splittable_tps(arch, quant, max_tp))  # ascending: each size once, so already in order
 
 
 def parallel_errors(s: Settings) -> list[str]:

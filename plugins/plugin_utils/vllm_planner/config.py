@@ -250,9 +250,13 @@ def text_config_path(config: Mapping[str, Any]) -> str:
 
 def text_config_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """The sub-config holding the language model (vLLM `get_hf_text_config`)."""
+    if not isinstance(config, Mapping):
+        return config
     for path in _TEXT_KEYS:
-        node: Any = config
-        for key in path:
+        node: Any = config.get(path[0])  # most configs have none of these keys: one lookup each
+        if node is None:
+            continue
+        for key in path[1:]:
             node = node.get(key) if isinstance(node, Mapping) else None
         if isinstance(node, Mapping) and node:
             return node

@@ -137,6 +137,9 @@ def _listed(version: tuple[int, int, int]) -> frozenset[str]:
     return listed
 
 
+_ATTENTION_KINDS = ("full", "sliding", "chunked")  # ModelArch.attention_layers' kinds
+
+
 def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
     """'v2' or 'v1': the GPU model runner vLLM picks by default (VLLM_USE_V2_MODEL_RUNNER unset).
 
@@ -159,12 +162,31 @@ def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
     elif v < (0, 25):
         ok = listed
     else:
-        attention_free = arch.attention_layers == 0
+        attention_free = not any(k in _ATTENTION_KINDS for k in arch.layer_kinds)
         if hybrid and (v < (0, 27) or not listed):
             ok = False
         else:
             ok = not attention_free and (listed or not arch.is_moe)
     return "v2" if ok else "v1"
+
+
+def _pool_outputs(
+    arch: ModelArch, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
+) -> float:
+    """The piecewise pool at the largest size: every piece's outputs plus one piece's intermediates."""
+    s = largest
+    H = arch.hidden_size
+    if arch.mla is not None:
+        q_width = arch.num_heads / tp * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
+        kv_width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
+    else:
+        kvh = max(1, arch.num_kv_heads // tp) if arch.num_kv_heads else 0
+        q_width = arch.num_heads / tp * arch.head_dim
+        kv_width = kvh * arch.head_dim
+    pieces = attn_layers + 1
+    outputs = pieces * s * (2 * q_width + 2 * kv_width + H) * d
+    inner = _mlp_activation(arch, s, tp, d, stage_mlp) + s * H * d * 2
+    return outputs + inner
 
 
 def captured_bytes(
@@ -181,20 +203,8 @@ def captured_bytes(
     piece outputs dominate; FULL decode graphs reuse that pool) plus each graph's own memory."""
     if n_sizes <= 0 or largest <= 0:
         return 0.0
-    s = largest
-    H = arch.hidden_size
-    if arch.mla is not None:
-        q_width = arch.num_heads / tp * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
-        kv_width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
-    else:
-        kvh = max(1, arch.num_kv_heads // tp) if arch.num_kv_heads else 0
-        q_width = arch.num_heads / tp * arch.head_dim
-        kv_width = kvh * arch.head_dim
-    pieces = attn_layers + 1
-    outputs = pieces * s * (2 * q_width + 2 * kv_width + H) * d
-    inner = _mlp_activation(arch, s, tp, d, set(stage_mlp)) + s * H * d * 2
-    graphs = n_sizes * (pieces + 1) + n_full
-    return outputs + inner + graphs * GRAPH_EXEC_BYTES
+    graphs = n_sizes * (attn_layers + 2) + n_full
+    return _pool_outputs(arch, largest, tp, d, attn_layers, stage_mlp) + graphs * GRAPH_EXEC_BYTES
 
 
 def v1_estimate_bytes(
@@ -214,12 +224,31 @@ def v1_estimate_bytes(
     max(first_capture) + sum(per_graph x (n - 1)). The second size reuses the blocks the first freed,
     so its increase is its graphs' own memory: one graph per piece, or one FULL graph.
     """
+    return graph_pools(arch, n_sizes, largest, tp, d, attn_layers, stage_mlp, n_full, True)[1]
+
+
+def graph_pools(
+    arch: ModelArch,
+    n_sizes: int,
+    largest: int,
+    tp: int,
+    d: int,
+    attn_layers: int,
+    stage_mlp: tuple[str, ...],
+    n_full: int,
+    v1: bool,
+) -> tuple[float, float]:
+    """(captured_bytes, v1_estimate_bytes, or 0.0 when not v1), sharing the pool computation."""
     if n_sizes <= 0 or largest <= 0:
-        return 0.0
-    first = captured_bytes(arch, 1, largest, tp, d, attn_layers, stage_mlp)
+        return 0.0, 0.0
+    base = _pool_outputs(arch, largest, tp, d, attn_layers, stage_mlp)
+    captured = base + (n_sizes * (attn_layers + 2) + n_full) * GRAPH_EXEC_BYTES
+    if not v1:
+        return captured, 0.0
+    first = base + (attn_layers + 2) * GRAPH_EXEC_BYTES
     per_piecewise = max((attn_layers + 2) * GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
     per_full = max(GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
-    return first + per_piecewise * (n_sizes - 1) + per_full * max(n_full - 1, 0)
+    return captured, first + per_piecewise * (n_sizes - 1) + per_full * max(n_full - 1, 0)
 
 
 def reserved_bytes(runner: str, vinfo: VersionInfo, captured: float, v1_estimate: float) -> float:

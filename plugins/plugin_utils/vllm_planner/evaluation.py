@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from functools import lru_cache
 from typing import Any
 
 from .config import ModelArch
 from .cuda_graphs import (
     capture_sizes,
-    captured_bytes,
     full_decode_sizes,
+    graph_pools,
     model_capture_max,
     model_runner,
     reserved_bytes,
-    v1_estimate_bytes,
 )
 from .gpu import GpuSpec
 from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
-from .memory import StageMemory, activation_peak, stage_memory
+from .memory import StageMemory, activation_peak, runtime_bytes, stage_memory
 from .multimodal import encoder_profiled
 from .quant import QuantSpec
 from .sampler import sampler_state_bytes, sm_count
@@ -71,35 +73,84 @@ class Ctx:
     max_loras: int = 0  # LoRA slots (0: LoRA off)
     max_lora_rank: int = 0
     mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt (unset modalities: vLLM's 999)
+    # what the KV layouts depend on besides the split, as a number
+    layout_id: int = field(init=False, repr=False, compare=False)
+    # what the stage statics depend on besides the split and sizing, as a number
+    statics_id: int = field(init=False, repr=False, compare=False)
+    # evaluations already made with this context: vLLM's defaults often repeat the search's sizing
+    evaluations: dict[tuple[Any, ...], Evaluation] = field(init=False, repr=False, compare=False)
+    # runtime_bytes per (TP, PP, max_num_batched_tokens)
+    runtimes: dict[tuple[int, int, int], tuple[int, bool, int, int]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        self.evaluations = {}
+        self.runtimes = {}
+        self.layout_id = _statics_id(
+            (self.arch, self.vinfo), (self.kv_bytes, self.kv_dtype, self.d, self.gpu.cc[0], self.block_size)
+        )
+        self.statics_id = _statics_id(
+            (self.quant,),
+            (
+                self.layout_id,  # the model, release, dtypes and block size
+                self.weight_scale,
+                self.tower_override,
+                self.towers,
+                self.enforce_eager,
+                self.gpu.cc,
+                # the Triton sampler's buffers (0.17+); nothing else here reads the GPU's name
+                sm_count(self.gpu.name) if self.vinfo.triton_topk else 0,
+                self.max_loras,
+                self.max_lora_rank,
+                self.mm_limits,
+                self.derived_len,
+            ),
+        )
+
+
+# Contexts with equal inputs (the same model config, quantization and release objects) share a number,
+# so the per-stage caches are keyed by small tuples. A number is never reused: the caches are cleared
+# with the table, and an entry made for other objects at a reused id is replaced.
+_STATICS_IDS: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
+_NEXT_ID = itertools.count()
+
+
+def identical(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two tuples hold the very same objects (caches keyed by id must not trust a reused id)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _statics_id(objects: tuple[Any, ...], values: tuple[Any, ...]) -> int:
+    key = (tuple([id(o) for o in objects]), values)
+    hit = _STATICS_IDS.get(key)
+    if hit is not None and identical(hit[1], objects):
+        return hit[0]
+    if len(_STATICS_IDS) > 4096:
+        _STATICS_IDS.clear()
+        _STATIC_CACHE.clear()
+        _LAYOUT_CACHE.clear()
+    n = next(_NEXT_ID)
+    _STATICS_IDS[key] = (n, objects)
+    return n
 
 
 def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
-    key = (
-        id(ctx.arch),
-        tp,
-        pp,
-        rank,
-        ctx.kv_bytes,
-        ctx.kv_dtype,
-        ctx.d,
-        ctx.gpu.cc[0],
-        ctx.vinfo.version,
-        ctx.block_size,
-    )
+    key = (ctx.layout_id, tp, pp, rank)
     hit = _LAYOUT_CACHE.get(key)
-    if hit is not None and hit[0] is ctx.arch:
-        return hit[1]
+    if hit is not None:
+        return hit
     start, end = get_pp_indices(ctx.arch.num_layers, rank, pp)
     lay = build_layout(
         ctx.arch, start, end, tp, ctx.kv_bytes, ctx.kv_dtype, ctx.d, ctx.gpu, ctx.vinfo, ctx.block_size
     )
     if len(_LAYOUT_CACHE) > 8192:
         _LAYOUT_CACHE.clear()
-    _LAYOUT_CACHE[key] = (ctx.arch, lay)
+    _LAYOUT_CACHE[key] = lay
     return lay
 
 
-_LAYOUT_CACHE: dict[tuple[Any, ...], tuple[ModelArch, KvLayout]] = {}
+_LAYOUT_CACHE: dict[tuple[int, ...], KvLayout] = {}
 
 
 def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
@@ -107,134 +158,136 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
     if ctx.enforce_eager:
         return 0, 0, 0
     cap = 1024 if (ctx.vinfo.extensible and ctx.gpu.is_blackwell_dc) else 512
-    sizes = capture_sizes(max_num_seqs, mnbt, cap, model_capture_max(ctx.arch, ctx.vinfo.version))
-    n_full = full_decode_sizes(sizes, max_num_seqs) if ctx.vinfo.version >= (0, 11) else 0
+    return _capture_counts(
+        max_num_seqs, mnbt, cap, model_capture_max(ctx.arch, ctx.vinfo.version), ctx.vinfo.version >= (0, 11)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _capture_counts(
+    max_num_seqs: int, mnbt: int, cap: int, fixed_max: int | None, full: bool
+) -> tuple[int, int, int]:
+    sizes = capture_sizes(max_num_seqs, mnbt, cap, fixed_max)
+    n_full = full_decode_sizes(sizes, max_num_seqs) if full else 0
     return len(sizes), sizes[-1], n_full
 
 
-_STATIC_CACHE: dict[
-    tuple[Any, ...], tuple[ModelArch, QuantSpec, list[tuple[float, float, float, float, KvLayout]]]
-] = {}
+Statics = tuple[float, float, float, float, KvLayout]
+_STATIC_CACHE: dict[tuple[int, ...], Statics] = {}
 
 
-def _stage_statics(
-    ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int
-) -> list[tuple[float, float, float, float, KvLayout]]:
-    """(weights, activation peak, CUDA graphs captured, of them reserved in the budget, KV layout) per
-    stage: everything but the budget.
+def _stage_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -> Statics:
+    """(weights, activation peak, CUDA graphs captured, of them reserved in the budget, KV layout) of
+    one stage: everything but the budget.
 
     These depend on the model, parallelism and sizing, not on the GPU's memory, so a fleet planning one
     model for many hosts computes them once.
     """
-    arch = ctx.arch
-    key = (
-        id(arch),
-        id(ctx.quant),
-        tp,
-        pp,
-        mnbt,
-        seqs,
-        ctx.d,
-        ctx.kv_bytes,
-        ctx.kv_dtype,
-        ctx.weight_scale,
-        ctx.tower_override,
-        ctx.towers,
-        ctx.enforce_eager,
-        ctx.block_size,
-        ctx.vinfo.version,
-        ctx.gpu.cc,
-        ctx.gpu.name,
-        ctx.max_loras,
-        ctx.max_lora_rank,
-        ctx.mm_limits,
-        ctx.derived_len,
-    )
+    key = (ctx.statics_id, tp, pp, mnbt, seqs, rank)
     hit = _STATIC_CACHE.get(key)
-    if hit is not None and hit[0] is arch and hit[1] is ctx.quant:
-        return hit[2]
-    weights = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)
-    n_sizes, largest, n_full = _capture(seqs, mnbt, ctx)
-    runner = model_runner(arch, ctx.vinfo, ctx.quant)
-    out = []
-    for rank in range(pp):
-        start, end = get_pp_indices(arch.num_layers, rank, pp)
-        w = weights[rank] * ctx.weight_scale
-        # LoRA slots are allocated at load, before the profile: vLLM counts them with the weights
-        w += lora_bytes(
-            arch, ctx.max_loras, ctx.max_lora_rank, tp, ctx.d, end - start, rank == 0, rank == pp - 1
-        )
-        if rank == 0 and ctx.towers:
-            w += ctx.tower_override / tp if ctx.tower_override is not None else tower_bytes(arch, ctx.d, tp)
-        kinds = arch.layer_kinds[start:end]
-        mlp = arch.layer_mlp[start:end]
-        act = activation_peak(
-            arch,
-            mnbt,
-            seqs,
-            tp,
-            ctx.d,
-            rank == pp - 1,
-            ctx.vinfo,
-            kinds,
-            mlp,
-            rank == 0,
-            ctx.towers and encoder_profiled(runner, ctx.vinfo.version),
-            # the encoder budget reads max_model_len; the model's own bounds it from above
-            ctx.derived_len,
-            dict(ctx.mm_limits),
-            num_sms=sm_count(ctx.gpu.name),
-            cc=ctx.gpu.cc,
-        )
-        lay = _layout(ctx, tp, pp, rank)
-        shape = (arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp)
-        graphs = captured_bytes(*shape, n_full)
-        estimate = v1_estimate_bytes(*shape, n_full) if runner == "v1" else 0.0
-        out.append((w, act, graphs, reserved_bytes(runner, ctx.vinfo, graphs, estimate), lay))
-    if len(_STATIC_CACHE) > 8192:
+    if hit is not None:
+        return hit
+    out = _rank_statics(ctx, tp, pp, mnbt, seqs, rank)
+    if len(_STATIC_CACHE) > 16384:
         _STATIC_CACHE.clear()
-    _STATIC_CACHE[key] = (arch, ctx.quant, out)
+    _STATIC_CACHE[key] = out
     return out
 
 
+def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -> Statics:
+    arch = ctx.arch
+    w = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)[rank] * ctx.weight_scale
+    n_sizes, largest, n_full = _capture(seqs, mnbt, ctx)
+    runner = model_runner(arch, ctx.vinfo, ctx.quant)
+    start, end = get_pp_indices(arch.num_layers, rank, pp)
+    # LoRA slots are allocated at load, before the profile: vLLM counts them with the weights
+    w += lora_bytes(arch, ctx.max_loras, ctx.max_lora_rank, tp, ctx.d, end - start, rank == 0, rank == pp - 1)
+    if rank == 0 and ctx.towers:
+        w += ctx.tower_override / tp if ctx.tower_override is not None else tower_bytes(arch, ctx.d, tp)
+    kinds = arch.layer_kinds[start:end]
+    mlp = arch.layer_mlp[start:end]
+    act = activation_peak(
+        arch,
+        mnbt,
+        seqs,
+        tp,
+        ctx.d,
+        rank == pp - 1,
+        ctx.vinfo,
+        kinds,
+        mlp,
+        rank == 0,
+        ctx.towers and encoder_profiled(runner, ctx.vinfo.version),
+        # the encoder budget reads max_model_len; the model's own bounds it from above
+        ctx.derived_len,
+        dict(ctx.mm_limits) if ctx.mm_limits else None,
+        num_sms=sm_count(ctx.gpu.name),
+        cc=ctx.gpu.cc,
+    )
+    lay = _layout(ctx, tp, pp, rank)
+    graphs, estimate = graph_pools(
+        arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp, n_full, runner == "v1"
+    )
+    return w, act, graphs, reserved_bytes(runner, ctx.vinfo, graphs, estimate), lay
+
+
 def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int) -> Evaluation:
+    key = (tp, pp, gmu, mnbt, seqs, length)
+    done = ctx.evaluations.get(key)
+    if done is None:
+        done = _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, None)
+        assert done is not None  # only a needed length stops early
+        ctx.evaluations[key] = done
+    return done
+
+
+def holds(
+    ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int, need: int
+) -> bool:
+    """Whether every stage fits and holds a request of ``need`` tokens: evaluate's weights_fit and
+    l_fit >= need, stopping at the first stage that does not (fixes try many splits that fail)."""
+    return _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, need) is not None
+
+
+def _evaluate(
+    ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int, need: int | None
+) -> Evaluation | None:
+    """Each pipeline stage's memory and KV cache and the longest request every stage holds; with
+    ``need``, None as soon as a stage has no room for the cache or for a request of ``need`` tokens."""
     world = tp * pp
     inflight = mnbt * ctx.inflight_mult(pp)
+    gpu, vinfo, d = ctx.gpu, ctx.vinfo, ctx.d
+    null_block = vinfo.null_block_in_check
+    hidden = ctx.arch.hidden_size
+    fixed_kv = ctx.kv_cache_memory_bytes
+    runtime = ctx.runtimes.get((tp, pp, mnbt))
+    if runtime is None:
+        runtime = ctx.runtimes[tp, pp, mnbt] = runtime_bytes(gpu, vinfo, world, tp, pp, hidden, d, mnbt)
     stages: list[Stage] = []
     l_fit = length
     weights_fit = True
-    null_block = ctx.vinfo.null_block_in_check
-    for rank, (w, act, graphs, reserved, lay) in enumerate(_stage_statics(ctx, tp, pp, mnbt, seqs)):
-        state = sampler_state_bytes(ctx.vinfo, seqs, ctx.arch.vocab_size) if rank == pp - 1 else 0
+    for rank in range(pp):
+        w, act, graphs, reserved, lay = _stage_statics(ctx, tp, pp, mnbt, seqs, rank)
+        state = sampler_state_bytes(vinfo, seqs, ctx.arch.vocab_size) if rank == pp - 1 else 0
         mem = stage_memory(
-            ctx.gpu,
-            ctx.vinfo,
-            gmu,
-            w,
-            act,
-            graphs,
-            world,
-            tp,
-            reserved,
-            pp=pp,
-            hidden=ctx.arch.hidden_size,
-            d=ctx.d,
-            mnbt=mnbt,
-            runner_state=state,
+            gpu, vinfo, gmu, w, act, graphs, world, tp, reserved, pp, hidden, d, mnbt, state, runtime
         )
-        if ctx.kv_cache_memory_bytes is not None:
+        if fixed_kv is not None:
             # vLLM still profiles, then takes this value verbatim as each GPU's KV budget.
-            mem = replace(mem, available_kv=ctx.kv_cache_memory_bytes)
+            mem = mem._replace(available_kv=fixed_kv)
+        avail = mem.available_kv
         bpb = lay.bytes_per_block
-        nb = int(mem.available_kv // bpb) if bpb > 0 and mem.available_kv > 0 else 0
-        budget = mem.available_kv - (bpb if null_block else 0)
-        if mem.available_kv <= 0 or (bpb > 0 and nb < 1) or fixed_kv_overflow(ctx, mem) > 0:
-            weights_fit = False
+        nb = int(avail // bpb) if bpb > 0 and avail > 0 else 0
+        budget = avail - (bpb if null_block else 0)
+        if avail <= 0 or (bpb > 0 and nb < 1) or (fixed_kv is not None and fixed_kv_overflow(ctx, mem) > 0):
+            weights_fit = False  # the weights and runtime leave no room for a cache
             fit = 0
         elif bpb > 0:
             fit = max_len_that_fits(lay, budget, inflight, ctx.mamba_blocks, max(length, 1))
         else:
             fit = length
+        if need is not None and (not weights_fit or fit < need):
+            return None
         l_fit = min(l_fit, fit)
         stages.append(Stage(mem, lay, nb, budget))
     binding = 0
@@ -267,7 +320,10 @@ def fixed_kv_overflow(ctx: Ctx, mem: StageMemory) -> int:
     return needed - mem.total
 
 
+_CTX_INPUTS = tuple(f.name for f in dataclass_fields(Ctx) if f.init)
+
+
 def replace_ctx(ctx: Ctx, **changes: Any) -> Ctx:
-    fields = {f: getattr(ctx, f) for f in Ctx.__slots__}  # type: ignore[attr-defined]
+    fields = {name: getattr(ctx, name) for name in _CTX_INPUTS}
     fields.update(changes)
     return Ctx(**fields)

@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass
 
 from . import errors as E
-from .candidates import tp_problems
+from .candidates import splittable_tps
 from .errors import MIB
-from .evaluation import Ctx, Evaluation, concurrency, evaluate, fixed_kv_overflow, replace_ctx
+from .evaluation import Ctx, Evaluation, concurrency, evaluate, fixed_kv_overflow, holds, replace_ctx
 from .memory import CUDA_CONTEXT, StageMemory, nccl_bytes
 from .settings import Settings, fmt_gib, quant_for
 from .weights import stage_bytes
@@ -85,6 +85,14 @@ class _Miss:
             self.want_len,
         )
 
+    def holds_useful(self, c: Ctx, tp: int, pp: int, gmu: float | None) -> bool:
+        """useful(quick(...)) without building the evaluation: stops at the first stage that fails."""
+        stages = stage_bytes(c.arch, c.quant, c.d, tp, pp, towers=False, cc=c.gpu.cc)
+        if max(stages) * c.weight_scale >= c.gpu.cuda_total_bytes * _gmu_or_default(gmu, c):
+            return False
+        need = min(self.want_len, MIN_USEFUL_CONTEXT)
+        return holds(c, tp, pp, gmu, self.mnbt, self.seqs, self.want_len, need)
+
     def useful(self, e: Evaluation | None) -> bool:
         return e is not None and e.weights_fit and e.l_fit >= min(self.want_len, MIN_USEFUL_CONTEXT)
 
@@ -139,13 +147,13 @@ def _fix_tensor_parallel(m: _Miss) -> str | None:
     """More tensor parallelism: within the node, or on a node with more such GPUs."""
     ctx, g = m.ctx, m.ctx.gpu
     budget = g.cuda_total_bytes * _gmu_or_default(m.s.gmu, ctx)
-    for t in range(m.best.tp + 1, 65):
-        if tp_problems(ctx.arch, t, ctx.quant):
+    for t in splittable_tps(ctx.arch, ctx.quant, 64):
+        if t <= m.best.tp:
             continue
         w_t = stage_bytes(ctx.arch, ctx.quant, ctx.d, t, 1, towers=False, cc=g.cc)[0] * ctx.weight_scale
         if w_t >= budget:
             continue
-        if m.useful(evaluate(ctx, t, 1, m.s.gmu, m.mnbt, m.seqs, m.want_len)):
+        if holds(ctx, t, 1, m.s.gmu, m.mnbt, m.seqs, m.want_len, min(m.want_len, MIN_USEFUL_CONTEXT)):
             if t <= g.count:
                 return f"set tensor_parallel_size {t}"
             return (
@@ -162,7 +170,7 @@ def _fix_pipeline(m: _Miss) -> str | None:
         return None
     tp_node = max((t for t in m.tps if t <= g.count), default=1)
     for p in range(2, 9):
-        if m.useful(m.quick(m.ctx, tp_node, p, m.s.gmu)):
+        if m.holds_useful(m.ctx, tp_node, p, m.s.gmu):
             return f"add nodes: {p} nodes with pipeline_parallel_size {p} and tensor_parallel_size {tp_node}"
     return None
 

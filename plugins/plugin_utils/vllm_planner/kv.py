@@ -190,6 +190,10 @@ def max_len_that_fits(layout: KvLayout, budget: int, inflight: int, mamba_blocks
         return 0
     if layout.needed_bytes(upper, inflight, mamba_blocks) <= budget:
         return upper
+    if layout.groups and all(g.kind == "full" for g in layout.groups):
+        # ceil(length / block_size) blocks per group: the longest length is a whole number of blocks
+        per_block = len(layout.groups) * layout.bytes_per_block
+        return min(int(budget // per_block) * layout.block_size, upper)
     lo, hi = 1, upper
     while lo < hi:
         mid = (lo + hi + 1) // 2

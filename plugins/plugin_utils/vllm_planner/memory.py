@@ -17,8 +17,8 @@ from a config; it is estimated here from the shapes that produce it:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from typing import Any, NamedTuple
 
 from .config import ModelArch
 from .errors import GIB
@@ -57,7 +57,7 @@ EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUD
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
 
 
-def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: set[str]) -> float:
+def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: Collection[str]) -> float:
     H = arch.hidden_size
     peak = 0.0
     if "dense" in mlp_kinds:
@@ -124,9 +124,9 @@ def activation_peak(
 ) -> float:
     tokens = mnbt
     H = arch.hidden_size
-    mlp = _mlp_activation(arch, tokens, tp, d, set(stage_mlp))
+    mlp = _mlp_activation(arch, tokens, tp, d, stage_mlp)
     attn = 0.0 if vinfo.extensible else _attn_activation(arch, tokens, tp, d)
-    if "mamba" in stage_kinds and arch.mamba is not None:
+    if arch.mamba is not None and "mamba" in stage_kinds:
         m = arch.mamba
         width = (2 * m.k_heads * m.k_dim + 2 * m.v_heads * m.v_dim) if m.kind == "gdn" else 2 * m.intermediate
         attn = max(attn, tokens * width / tp * d * 1.5)
@@ -141,8 +141,7 @@ def activation_peak(
     return a
 
 
-@dataclass(frozen=True, slots=True)
-class StageMemory:
+class StageMemory(NamedTuple):  # immutable, and built for every stage of every evaluation: cheap to make
     total: int  # CUDA total T
     requested: int  # T * gmu (the instance's budget; T when the 0.34 extensible cache has no gmu)
     pre_snapshot: int  # used before vLLM's baseline snapshot (context, NCCL, cuBLAS by family)
@@ -153,6 +152,38 @@ class StageMemory:
     available_kv: int
     graph_headroom: int  # memory left outside the budget once the graphs not reserved in it are captured
     cuda_graphs_reserved: int = 0  # the part of cuda_graphs subtracted from the KV budget
+
+
+_RUNTIME_CACHE: dict[tuple[Any, ...], tuple[VersionInfo, tuple[int, bool, int, int]]] = {}
+
+
+def runtime_bytes(
+    gpu: GpuSpec, vinfo: VersionInfo, world: int, tp: int, pp: int, hidden: int, d: int, mnbt: int
+) -> tuple[int, bool, int, int]:
+    """(NCCL device bytes, custom all-reduce on under V0, pre-snapshot bytes, in-budget non-torch bytes):
+    what the GPUs' topology and the parallel layout cost, whatever the model's weights (cached, as every
+    candidate and fix of a plan asks again)."""
+    key = (gpu.name, gpu.cc, gpu.count > 1, gpu.nodes, gpu.p2p, id(vinfo), world, tp, pp, hidden, d, mnbt)
+    hit = _RUNTIME_CACHE.get(key)
+    if hit is not None and hit[0] is vinfo:
+        return hit[1]
+    # without CUDA P2P on one node NCCL's buffers are host memory and vLLM has no custom all-reduce
+    p2p = gpu.p2p or gpu.nodes > 1
+    nccl = device_nccl_bytes(world, gpu.p2p, gpu.nodes)
+    custom_ar = custom_allreduce_topology_ok(gpu.name, tp)
+    if vinfo.v0_engine:
+        out = (nccl, tp > 1 and p2p and custom_ar, 0, 0)
+    else:
+        nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
+        multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
+        non_torch = in_budget_non_torch(
+            vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p, custom_ar
+        )
+        out = (nccl, False, pre_snapshot_bytes(vinfo, world, gpu.p2p, gpu.nodes), non_torch)
+    if len(_RUNTIME_CACHE) > 16384:
+        _RUNTIME_CACHE.clear()
+    _RUNTIME_CACHE[key] = (vinfo, out)
+    return out
 
 
 def stage_memory(
@@ -170,25 +201,19 @@ def stage_memory(
     d: int = 2,
     mnbt: int = 0,
     runner_state: int = 0,
+    runtime: tuple[int, bool, int, int] | None = None,
 ) -> StageMemory:
     """graphs: the CUDA-graph pool captured; graphs_reserved: what of it the release subtracts from the
-    KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before)."""
+    KV budget (None: all of it from 0.20 on, as the V1 runner's estimate does, none before);
+    runtime: runtime_bytes for these GPUs and this layout, when the caller has it."""
     T = gpu.cuda_total_bytes
-    # without CUDA P2P on one node NCCL's buffers are host memory and vLLM has no custom all-reduce
-    p2p = gpu.p2p or gpu.nodes > 1
-    nccl = device_nccl_bytes(world, gpu.p2p, gpu.nodes)
-    custom_ar = custom_allreduce_topology_ok(gpu.name, tp)
+    if runtime is None:
+        runtime = runtime_bytes(gpu, vinfo, world, tp, pp, hidden, d, mnbt)
+    nccl, ar, pre, non_torch = runtime
     if vinfo.v0_engine:
-        ar = tp > 1 and p2p and custom_ar
         return _v0_stage_memory(gpu, vinfo, gmu, weights, activation, graphs, nccl, ar)
-    pre = pre_snapshot_bytes(vinfo, world, gpu.p2p, gpu.nodes)
     # runner_state: persistent torch buffers allocated after the weights (sampler.sampler_state_bytes),
     # counted with the non-torch growth as memory that is neither weights nor the profile's peak
-    nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
-    multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
-    non_torch = in_budget_non_torch(
-        vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p, custom_ar
-    )
     non_torch += runner_state
     W = int(weights)
     A = int(activation)

@@ -444,11 +444,27 @@ def parse_options(options: Mapping[str, Any], check: bool = True) -> PlanOptions
     """
     if check:
         check_known(options)
+    try:
+        # a fleet plans many hosts with the same options: parse each set once (PlanOptions is immutable)
+        key: tuple[Any, ...] | None = tuple((k, type(v), v) for k, v in options.items())
+        hit = _PARSED.get(key)
+    except TypeError:  # unhashable values (a mapping for limit_mm_per_prompt): parse every time
+        key, hit = None, None
+    if hit is not None:
+        return hit
     values = dict(_DEFAULTS)  # a plan sets few options: parse only those (the planner's hot path)
     for o in OPTIONS:
         if o.name in options:
             values[o.name] = o.parse(options, o.name)
-    return PlanOptions(**values)
+    parsed = PlanOptions(**values)
+    if key is not None:
+        if len(_PARSED) > 1024:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+    return parsed
+
+
+_PARSED: dict[tuple[Any, ...], PlanOptions] = {}
 
 
 # --- merging the fleet's layers -------------------------------------------------------------------

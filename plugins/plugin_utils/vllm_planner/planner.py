@@ -8,7 +8,6 @@ the options leave open), candidates (TP/PP splits), evaluation (memory and KV ca
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from .candidates import Candidates, candidates, parallel_errors, tp_candidates, tp_problems
@@ -22,7 +21,7 @@ from .result import build_result
 from .settings import Notes, settle, version_warnings
 from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
 from .v0_engine import v1_unsupported
-from .versions import resolve_version_text, version_info
+from .versions import as_v0_fallback, resolve_version_text, version_info, with_sampler
 
 __all__ = [
     "OPTION_KEYS",
@@ -60,11 +59,11 @@ def plan(
     if opts.sampler_backend != "auto" and not vinfo.v0_engine:
         # the V1 sampler's path where the deployment differs from the release's default install
         # (sampler.sampler_path); the V0 engine (v0_engine.py) keeps its sort path
-        vinfo = replace(vinfo, flashinfer_sampler=opts.sampler_backend == "flashinfer")
+        vinfo = with_sampler(vinfo, opts.sampler_backend == "flashinfer")
     fallback = v1_unsupported(vinfo.version, g.cc, opts.dtype, opts.kv_cache_dtype, opts.quantization)
     if fallback:
         # vLLM 0.8 runs the V0 engine for this start (no VLLM_USE_V1 set): plan it with V0's accounting
-        vinfo = replace(vinfo, v0_engine=True, family="V0-snapshot", flashinfer_sampler=False)
+        vinfo = as_v0_fallback(vinfo)
         notes.warnings.append(f"vLLM {vinfo.text} falls back to the V0 engine ({fallback}); planned as V0")
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)
     refusals(s, notes)

@@ -6,23 +6,34 @@ platform, the quantization method and the KV-cache dtype (capability.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .architectures import architecture_problems
 from .capability import kv_dtype_problems, platform_problems, quant_problems, vllm_method
+from .evaluation import identical
 from .settings import Notes, Settings
 
 
 def refusals(s: Settings, notes: Notes) -> None:
     """Add vLLM's refusals (each naming its input and the fix) to ``notes``."""
     ctx, opts = s.ctx, s.opts
-    arch, g, vinfo = ctx.arch, ctx.gpu, ctx.vinfo
-    errors, warnings = architecture_problems(arch, vinfo)
+    objects = (ctx.arch, ctx.vinfo, ctx.quant)
+    # of the GPUs only the model and compute capability matter (not their count or memory)
+    key = (
+        *[id(o) for o in objects],
+        ctx.gpu.name,
+        ctx.gpu.compute_capability,
+        opts.quantization,
+        opts.kv_cache_dtype,
+    )
+    hit = _REFUSALS.get(key)
+    if hit is None or not identical(hit[0], objects):
+        hit = _REFUSALS[key] = (objects, _refusals(s))
+        if len(_REFUSALS) > 2048:
+            _REFUSALS.clear()
+    errors, warnings = hit[1]
     notes.warnings.extend(warnings)
-    notes.errors.extend(platform_problems(g) + errors)
-    option = opts.quantization if opts.quantization not in (None, "", "none", "auto") else None
-    method = vllm_method(ctx.quant, arch.quant_config, option)
-    variable = "quantization" if option else "model_config.quantization_config.quant_method"
-    notes.errors.extend(quant_problems(method, variable, g, vinfo))
-    notes.errors.extend(kv_dtype_problems(opts.kv_cache_dtype, arch, g, vinfo))
+    notes.errors.extend(errors)
     kv_bytes = opts.kv_cache_memory_bytes
     if kv_bytes is not None and kv_bytes < 1 << 20:
         notes.warnings.append(  # vLLM takes it (and then has no room for a request): a warning
@@ -30,3 +41,26 @@ def refusals(s: Settings, notes: Notes) -> None:
             f"number as bytes); it looks like GiB or MiB. Fix: write the unit, e.g. {kv_bytes}G for "
             f"{kv_bytes} GiB or {kv_bytes}M for {kv_bytes} MiB."
         )
+
+
+# Refusals depend only on the model, the GPU model, the release and two options: a fleet asks the same
+# ones for every host.
+# An entry is used only for the very objects it was made for (their ids can be reused).
+_REFUSALS: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+
+
+def _refusals(s: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(errors, warnings) of the architecture, platform, quantization method and KV-cache dtype."""
+    ctx, opts = s.ctx, s.opts
+    arch, g, vinfo = ctx.arch, ctx.gpu, ctx.vinfo
+    arch_errors, warnings = architecture_problems(arch, vinfo)
+    option = opts.quantization if opts.quantization not in (None, "", "none", "auto") else None
+    method = vllm_method(ctx.quant, arch.quant_config, option)
+    variable = "quantization" if option else "model_config.quantization_config.quant_method"
+    errors = (
+        platform_problems(g)
+        + arch_errors
+        + quant_problems(method, variable, g, vinfo)
+        + kv_dtype_problems(opts.kv_cache_dtype, arch, g, vinfo)
+    )
+    return tuple(errors), tuple(warnings)

@@ -32,6 +32,8 @@ VLLM_USE_FLASHINFER_SAMPLER=1.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .versions import VersionInfo
 
 FP32 = 4  # the sampler works in float32 (Sampler.forward: logits.to(torch.float32))
@@ -92,6 +94,7 @@ _SMS = (
 DEFAULT_SMS = 132  # unknown GPU: the largest common data-centre count (an upper bound for the buffer)
 
 
+@lru_cache(maxsize=256)
 def sm_count(gpu_name: str) -> int:
     """Streaming multiprocessors of a GPU named as nvidia-smi names it (longest known name that matches)."""
     name = gpu_name.upper()
@@ -114,6 +117,14 @@ def sampler_path(vinfo: VersionInfo, rows: int, cc: tuple[int, int] = (9, 0)) ->
     return "sort"
 
 
+_PER_LOGIT = {
+    "flashinfer": FLASHINFER_BYTES,
+    "flashinfer_legacy": FLASHINFER_LEGACY_BYTES,
+    "triton": TRITON_BYTES,
+    "sort": SORT_BYTES,
+}
+
+
 def sampler_bytes(
     vinfo: VersionInfo,
     rows: int,
@@ -127,12 +138,7 @@ def sampler_bytes(
     if rows <= 0 or vocab <= 0:
         return 0
     path = sampler_path(vinfo, rows, cc)
-    per_logit = {
-        "flashinfer": FLASHINFER_BYTES,
-        "flashinfer_legacy": FLASHINFER_LEGACY_BYTES,
-        "triton": TRITON_BYTES,
-        "sort": SORT_BYTES,
-    }[path]
+    per_logit = _PER_LOGIT[path]
     # The LM head's logits stay referenced by _dummy_sampler_run; .to(float32) makes a copy unless the
     # model already runs in fp32 (then the fp32 term above is the same tensor).
     lm_head = d if d != FP32 else 0

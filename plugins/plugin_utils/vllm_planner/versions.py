@@ -7,7 +7,7 @@ first release that behaves that way, so any release from 0.2 on maps onto a beha
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .errors import PlanInputError
@@ -33,8 +33,14 @@ def parse_version(text: str | None) -> Version:
     """Parse '0.11.2', 'v0.8.5.post1', '0.20.0rc1' into a (major, minor, patch) tuple."""
     if text is None or str(text).strip() == "":
         text = DEFAULT_VLLM_VERSION
-    match = _VERSION_RE.match(str(text).strip())
-    if not match and _COMMIT_RE.match(str(text).strip()):
+    return _parse_release(str(text).strip())
+
+
+@lru_cache(maxsize=1024)
+def _parse_release(text: str) -> Version:
+    """parse_version of stripped text, cached: the vLLM tables parse their releases on every plan."""
+    match = _VERSION_RE.match(text)
+    if not match and _COMMIT_RE.match(text):
         raise PlanInputError(
             f"vllm_version: {text!r} is a commit, not a release, so its memory accounting cannot be told. "
             "Fix: set vllm_version to the release the build reports (python -c 'import vllm; "
@@ -251,3 +257,17 @@ def version_info(text: str | None) -> VersionInfo:
         dev_build=is_dev_build(text),
         raw="" if text is None else str(text).strip(),
     )
+
+
+# The variants a plan switches to are made once per release, so caches keyed by the release object
+# (evaluation.Ctx) are shared by every plan that uses them.
+@lru_cache(maxsize=256)
+def with_sampler(vinfo: VersionInfo, flashinfer: bool) -> VersionInfo:
+    """The release with the sampler path a deployment sets (`sampler_backend`)."""
+    return replace(vinfo, flashinfer_sampler=flashinfer)
+
+
+@lru_cache(maxsize=256)
+def as_v0_fallback(vinfo: VersionInfo) -> VersionInfo:
+    """A 0.8 release where vLLM falls back to the V0 engine for this start."""
+    return replace(vinfo, v0_engine=True, family="V0-snapshot", flashinfer_sampler=False)
