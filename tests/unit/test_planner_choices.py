@@ -38,7 +38,20 @@ REJECTED = [
         "tensor_parallel_size",
         "Total number of attention heads (28) must be divisible by tensor parallel size (8).",
     ),
-    ("Qwen__Qwen2.5-1.5B", {"tensor_parallel_size": 3}, "tensor_parallel_size", "3 is not divisible by 2"),
+    # the embedding is built before the attention layers: its padded vocabulary fails first
+    (
+        "Qwen__Qwen2.5-1.5B",
+        {"tensor_parallel_size": 3},
+        "tensor_parallel_size",
+        "151936 is not divisible by 3",
+    ),
+    # 24 heads and a 128,256-token vocabulary split 3 ways; the 8 KV heads do not
+    (
+        "meta-llama__Llama-3.2-3B",
+        {"tensor_parallel_size": 3},
+        "tensor_parallel_size",
+        "8 is not divisible by 3",
+    ),
     (
         "Qwen__Qwen3-30B-A3B-FP8",
         {"tensor_parallel_size": 4},

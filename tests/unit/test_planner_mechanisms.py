@@ -175,3 +175,29 @@ def test_other_processes_fail_the_startup_free_memory_check() -> None:
     # the same GPU idle starts
     idle = {k: v for k, v in l4.items() if k != "memory_used_mib"}
     assert plan(config("Qwen__Qwen3-0.6B"), idle, options={"vllm_version": "0.15.1"})["feasible"] is True
+
+
+def test_vocabulary_split_over_tensor_parallel_ranks() -> None:
+    """VocabParallelEmbedding pads the vocabulary to a multiple of 64 and divides it over the ranks.
+    https://github.com/jgchn/llm-d-planner/blob/a95e9f62e5de8cb5d2beb5f5279e7271a231416d/accuracy/results/v0.19.0/logs/qwen-qwen3-14b--h100-80gb--tp5pp1dp1--8192.FAILED.log
+    Qwen3-14B at tensor_parallel_size 5 on vLLM 0.19.0: the 40 heads pass the config check, then every
+    worker raises 'AssertionError: 151936 is not divisible by 5' building the embedding."""
+    result = plan(
+        config("Qwen__Qwen3-14B"),
+        dict(H100, count=5),
+        options={"vllm_version": "0.19.0", "tensor_parallel_size": 5, "max_model_len": 8192},
+    )
+    assert result["feasible"] is False
+    assert result["errors"][0].startswith("tensor_parallel_size: 151936 is not divisible by 5")
+    assert "Fix: set tensor_parallel_size to one of 1, 2, 4." in result["errors"][0]
+    # a vocabulary that is not a multiple of 64 is padded first: 32,001 -> 32,064 = 64 x 3 x 167
+    odd = dict(
+        config("meta-llama__Meta-Llama-3.1-8B"),
+        vocab_size=32001,
+        num_attention_heads=60,
+        num_key_value_heads=60,
+    )
+    five = plan(odd, dict(H100, count=8), options={"vllm_version": "0.19.0", "tensor_parallel_size": 5})
+    assert five["errors"][0].startswith("tensor_parallel_size: 32064 is not divisible by 5")
+    three = plan(odd, dict(H100, count=8), options={"vllm_version": "0.19.0", "tensor_parallel_size": 3})
+    assert not any("32064" in e or "32001" in e for e in three["errors"])

@@ -12,6 +12,8 @@ from .memory import CUDA_CONTEXT, nccl_bytes
 from .quant import QuantSpec
 from .settings import Notes, Settings
 
+VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+
 _TP_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, list[str]]] = {}
 
 
@@ -50,6 +52,16 @@ def _tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
     if nq and nq % tp:
         out.append(E.heads_not_divisible(nq, tp))
         return out
+    # The first module built is the embedding (VocabParallelEmbedding, every release): the vocabulary padded
+    # to DEFAULT_VOCAB_PADDING_SIZE (64) is split evenly over the ranks, `divide` asserting it.
+    vocab = arch.vocab_size
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    if vocab and padded % tp:
+        out.append(
+            E.not_divisible(padded, tp)
+            + f" (the {vocab}-token vocabulary, padded to a multiple of {VOCAB_PADDING}, across "
+            f"tensor_parallel_size {tp})."
+        )
     nkv = arch.num_kv_heads
     if arch.mla is None and nkv:
         kv = f" (the model's {nkv} KV heads across tensor_parallel_size {tp})."

@@ -118,7 +118,12 @@ _NEXT_ID = itertools.count()
 
 def identical(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Whether two tuples hold the very same objects (caches keyed by id must not trust a reused id)."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is not y:
+            return False
+    return True
 
 
 def _statics_id(objects: tuple[Any, ...], values: tuple[Any, ...]) -> int:
@@ -234,11 +239,20 @@ def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -
 def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int) -> Evaluation:
     key = (tp, pp, gmu, mnbt, seqs, length)
     done = ctx.evaluations.get(key)
-    if done is None:
-        done = _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, None)
-        assert done is not None  # only a needed length stops early
-        ctx.evaluations[key] = done
+    if done is not None:
+        return done
+    done = _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, None, _runtime(ctx, tp, pp, mnbt))
+    assert done is not None  # only a needed length stops early
+    ctx.evaluations[key] = done
     return done
+
+
+def _runtime(ctx: Ctx, tp: int, pp: int, mnbt: int) -> tuple[int, bool, int, int]:
+    runtime = ctx.runtimes.get((tp, pp, mnbt))
+    if runtime is None:
+        runtime = runtime_bytes(ctx.gpu, ctx.vinfo, tp * pp, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt)
+        ctx.runtimes[tp, pp, mnbt] = runtime
+    return runtime
 
 
 def holds(
@@ -246,11 +260,19 @@ def holds(
 ) -> bool:
     """Whether every stage fits and holds a request of ``need`` tokens: evaluate's weights_fit and
     l_fit >= need, stopping at the first stage that does not (fixes try many splits that fail)."""
-    return _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, need) is not None
+    return _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, need, _runtime(ctx, tp, pp, mnbt)) is not None
 
 
 def _evaluate(
-    ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int, length: int, need: int | None
+    ctx: Ctx,
+    tp: int,
+    pp: int,
+    gmu: float | None,
+    mnbt: int,
+    seqs: int,
+    length: int,
+    need: int | None,
+    runtime: tuple[int, bool, int, int],
 ) -> Evaluation | None:
     """Each pipeline stage's memory and KV cache and the longest request every stage holds; with
     ``need``, None as soon as a stage has no room for the cache or for a request of ``need`` tokens."""
@@ -260,9 +282,6 @@ def _evaluate(
     null_block = vinfo.null_block_in_check
     hidden = ctx.arch.hidden_size
     fixed_kv = ctx.kv_cache_memory_bytes
-    runtime = ctx.runtimes.get((tp, pp, mnbt))
-    if runtime is None:
-        runtime = ctx.runtimes[tp, pp, mnbt] = runtime_bytes(gpu, vinfo, world, tp, pp, hidden, d, mnbt)
     stages: list[Stage] = []
     l_fit = length
     weights_fit = True

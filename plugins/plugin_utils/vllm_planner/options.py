@@ -614,12 +614,16 @@ def vllm_arguments(values: Mapping[str, str | bool | None]) -> list[str]:
     """`vllm serve` arguments in table order: a text value becomes ``flag value``, True a bare flag;
     None, False and options without a vLLM flag are left out."""
     args: list[str] = []
-    for o in OPTIONS:
-        v = values.get(o.name)
-        if v is None or v is False or o.vllm_flag is None:
+    for name, flag in _FLAGGED:
+        v = values.get(name)
+        if v is None or v is False:
             continue
-        args += [o.vllm_flag] if v is True else [o.vllm_flag, str(v)]
+        args += [flag] if v is True else [flag, str(v)]
     return args
+
+
+# (option, its first `vllm serve` flag) in table order, for the options that have one
+_FLAGGED = tuple((o.name, o.vllm_flags[0]) for o in OPTIONS if o.vllm_flags)
 
 
 def plan_fields() -> tuple[str, ...]:

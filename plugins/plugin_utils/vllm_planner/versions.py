@@ -192,7 +192,12 @@ class VersionInfo:
 
     @property
     def text(self) -> str:
-        return ".".join(str(p) for p in self.version)
+        return _release_text(self.version)
+
+
+@lru_cache(maxsize=256)
+def _release_text(version: Version) -> str:
+    return ".".join(str(p) for p in version)
 
 
 @lru_cache(maxsize=256)
