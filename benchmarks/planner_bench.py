@@ -4,7 +4,9 @@
 Hosts vary the GPU model (memory, compute capability), GPUs per node, node count, sharing and vLLM
 release; models are the real config.json fixtures; options vary the context target and workload.
 Config resolution is cached per config object, so repeated models cost only the per-plan arithmetic,
-as in a fleet run where one model is planned for many hosts.
+as in a fleet run where one model is planned for many hosts. Each run is a fresh process, so every
+run starts with the planner's caches empty; the fastest of --repeat runs is reported (another tenant on
+a shared machine only ever slows a run down), next to every run's figure.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,28 +85,57 @@ def pairs(n: int, models: list[dict]) -> list[tuple[dict, dict, dict]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=10_000)
-    ns = parser.parse_args(argv)
+def run_once(n: int) -> tuple[int, int, int, float, float]:
+    """Plan n pairs in this process: (pairs, models, feasible, wall seconds, CPU seconds)."""
     models = load_models()
-    work = pairs(ns.pairs, models)
+    work = pairs(n, models)
     feasible = 0
     start, cpu_start = time.perf_counter(), time.process_time()
     for cfg, host, opts in work:
         result = plan(cfg, host, options=opts)
         feasible += result["feasible"]
-    elapsed = time.perf_counter() - start
-    cpu = time.process_time() - cpu_start
-    print(
-        f"planned {len(work)} (host, model) pairs ({len(models)} models, {len(GPUS)} GPU models, "
-        f"{len(VERSIONS)} vLLM releases, {feasible} feasible): wall {elapsed:.3f} s, CPU {cpu:.3f} s, "
-        f"{cpu / len(work) * 1e6:.0f} us/plan"
+    return len(work), len(models), feasible, time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=10_000)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs, each in a fresh process (the planner's caches start empty); the fastest counts",
     )
-    # Wall time includes waiting for the CPU on a shared machine; CPU time is the planner's own work.
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+    if ns.child:
+        print(json.dumps(run_once(ns.pairs)))
+        return 0
+    runs = []
+    for _ in range(max(ns.repeat, 1)):
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", "--pairs", str(ns.pairs)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        runs.append(json.loads(out.splitlines()[-1]))
+    n, n_models, feasible = runs[0][:3]
+    cpu_all = sorted(r[4] for r in runs)
+    cpu = cpu_all[0]
+    wall = min(r[3] for r in runs)
     print(
-        f"ratio to the {TARGET_SECONDS:.0f} s target: CPU {cpu / TARGET_SECONDS:.2f}, "
-        f"wall {elapsed / TARGET_SECONDS:.2f} ({'within' if cpu <= TARGET_SECONDS else 'over'} target)"
+        f"planned {n} (host, model) pairs ({n_models} models, {len(GPUS)} GPU models, "
+        f"{len(VERSIONS)} vLLM releases, {feasible} feasible) in {len(runs)} fresh processes: CPU "
+        f"{', '.join(f'{c:.3f}' for c in cpu_all)} s; fastest {cpu:.3f} s CPU ({wall:.3f} s wall), "
+        f"{cpu / n * 1e6:.0f} us/plan"
+    )
+    # CPU time is the planner's own work; on a shared machine other tenants only ever slow a run down, so
+    # the fastest of the runs (each with cold caches) is the estimate of its cost.
+    verdict = "within" if cpu <= TARGET_SECONDS else "over"
+    print(
+        f"ratio to the {TARGET_SECONDS:.0f} s target: CPU {cpu / TARGET_SECONDS:.2f} ({verdict} target); "
+        f"slowest run {cpu_all[-1] / TARGET_SECONDS:.2f}"
     )
     return 0
 

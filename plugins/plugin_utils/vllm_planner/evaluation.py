@@ -73,10 +73,10 @@ class Ctx:
     max_loras: int = 0  # LoRA slots (0: LoRA off)
     max_lora_rank: int = 0
     mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt (unset modalities: vLLM's 999)
-    # what the KV layouts depend on besides the split, as a number
-    layout_id: int = field(init=False, repr=False, compare=False)
     # what the stage statics depend on besides the split and sizing, as a number
     statics_id: int = field(init=False, repr=False, compare=False)
+    # what the KV layouts depend on besides the split, as a number (made on the first layout needed)
+    _layout_id: int = field(init=False, repr=False, compare=False)
     # evaluations already made with this context: vLLM's defaults often repeat the search's sizing
     evaluations: dict[tuple[Any, ...], Evaluation] = field(init=False, repr=False, compare=False)
     # runtime_bytes per (TP, PP, max_num_batched_tokens)
@@ -87,18 +87,19 @@ class Ctx:
     def __post_init__(self) -> None:
         self.evaluations = {}
         self.runtimes = {}
-        self.layout_id = _statics_id(
-            (self.arch, self.vinfo), (self.kv_bytes, self.kv_dtype, self.d, self.gpu.cc[0], self.block_size)
-        )
+        self._layout_id = -1
         self.statics_id = _statics_id(
-            (self.quant,),
+            (self.arch, self.quant, self.vinfo),
             (
-                self.layout_id,  # the model, release, dtypes and block size
+                self.kv_bytes,
+                self.kv_dtype,
+                self.d,
+                self.block_size,
+                self.gpu.cc,
                 self.weight_scale,
                 self.tower_override,
                 self.towers,
                 self.enforce_eager,
-                self.gpu.cc,
                 # the Triton sampler's buffers (0.17+); nothing else here reads the GPU's name
                 sm_count(self.gpu.name) if self.vinfo.triton_topk else 0,
                 self.max_loras,
@@ -107,6 +108,14 @@ class Ctx:
                 self.derived_len,
             ),
         )
+
+    @property
+    def layout_id(self) -> int:
+        if self._layout_id < 0:
+            self._layout_id = _statics_id(
+                (self.arch, self.vinfo), (self.kv_bytes, self.kv_dtype, self.d, self.gpu.cc[0], self.block_size)
+            )
+        return self._layout_id
 
 
 # Contexts with equal inputs (the same model config, quantization and release objects) share a number,
