@@ -33,6 +33,8 @@ class KvLayout:
     mamba_layers: int
     padding_layers: int
     block_size_raised: bool
+    # the groups' count when every group is full attention (a request's blocks are then one closed form)
+    full_groups: int = 0
 
     def blocks_per_request(self, length: int, inflight: int, mamba_blocks: int) -> int:
         total = 0
@@ -179,6 +181,7 @@ def build_layout(
         mamba_layers=mamba_layers,
         padding_layers=padding,
         block_size_raised=raised,
+        full_groups=len(groups) if all(g.kind == "full" for g in groups) else 0,
     )
 
 
@@ -186,14 +189,14 @@ def max_len_that_fits(layout: KvLayout, budget: int, inflight: int, mamba_blocks
     """Largest length whose per-request blocks fit `budget` bytes (vLLM's binary search)."""
     if layout.bytes_per_block <= 0:
         return upper
+    if layout.full_groups:
+        # ceil(length / block_size) blocks per group: the longest length is a whole number of blocks
+        blocks = int(budget // (layout.full_groups * layout.bytes_per_block))
+        return 0 if blocks < 1 else min(blocks * layout.block_size, upper)
     if layout.needed_bytes(1, inflight, mamba_blocks) > budget:
         return 0
     if layout.needed_bytes(upper, inflight, mamba_blocks) <= budget:
         return upper
-    if layout.groups and all(g.kind == "full" for g in layout.groups):
-        # ceil(length / block_size) blocks per group: the longest length is a whole number of blocks
-        per_block = len(layout.groups) * layout.bytes_per_block
-        return min(int(budget // per_block) * layout.block_size, upper)
     lo, hi = 1, upper
     while lo < hi:
         mid = (lo + hi + 1) // 2
