@@ -113,7 +113,8 @@ class Ctx:
     def layout_id(self) -> int:
         if self._layout_id < 0:
             self._layout_id = _statics_id(
-                (self.arch, self.vinfo), (self.kv_bytes, self.kv_dtype, self.d, self.gpu.cc[0], self.block_size)
+                (self.arch, self.vinfo),
+                (self.kv_bytes, self.kv_dtype, self.d, self.gpu.cc[0], self.block_size),
             )
         return self._layout_id
 
