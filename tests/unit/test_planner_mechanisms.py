@@ -201,3 +201,27 @@ def test_vocabulary_split_over_tensor_parallel_ranks() -> None:
     assert five["errors"][0].startswith("tensor_parallel_size: 32064 is not divisible by 5")
     three = plan(odd, dict(H100, count=8), options={"vllm_version": "0.19.0", "tensor_parallel_size": 3})
     assert not any("32064" in e or "32001" in e for e in three["errors"])
+
+
+def test_torch_cublas_workspace_counts_in_the_profile_peak() -> None:
+    """PyTorch allocates a cuBLAS workspace from its caching allocator at the first GEMM, inside the profile
+    run: 32 MiB on compute capability 9.0, 8.125 MiB elsewhere (CublasHandlePool.cpp's defaults).
+    https://github.com/jgchn/llm-d-planner/blob/a95e9f62e5de8cb5d2beb5f5279e7271a231416d/accuracy/results/v0.19.0/logs/meta-llama-llama---h100-80gb--tp1pp1dp1--8192-dtbf16.log
+    Llama-3.1-8B on an H100, vLLM 0.19.0 serve defaults at max_model_len 8192, gmu 0.95: 'torch peak memory
+    increase: 1.89GiB; non-torch forward increase memory: 0.25GiB', 'Available KV cache memory: 58.11 GiB'."""
+    h100 = dict(H100, memory_reserved_mib=468)
+    opts = {"vllm_version": "0.19.0", "max_model_len": 8192, "gpu_memory_utilization": 0.95}
+    vllm = plan(config("meta-llama__Meta-Llama-3.1-8B"), h100, options=opts)["vllm_defaults"]
+    assert abs(vllm["activation_peak_bytes"] / GIB - 1.89) < 0.01
+    assert abs(vllm["available_kv_cache_bytes"] / GIB - 58.11) < 0.01
+    # the same start on an sm_89 card takes the smaller default; releases after 0.19 leave it to cuBLAS
+    l40s = {"name": "NVIDIA L40S", "memory_mib": 46068, "count": 1, "compute_capability": "8.9"}
+    peak = {
+        (g["name"], v): plan(config("meta-llama__Meta-Llama-3.1-8B"), g, options=dict(opts, vllm_version=v))[
+            "vllm_defaults"
+        ]["activation_peak_bytes"]
+        for g in (h100, l40s)
+        for v in ("0.19.0", "0.20.1")
+    }
+    assert peak[H100["name"], "0.19.0"] - peak[H100["name"], "0.20.1"] == 32 << 20
+    assert peak["NVIDIA L40S", "0.19.0"] - peak["NVIDIA L40S", "0.20.1"] == (4096 * 2 + 16 * 8) << 10

@@ -179,6 +179,9 @@ class VersionInfo:
     # 0.10.2+: built on torch 2.8, which MXFP4's Triton MoE kernels need (0.10.1 ships torch 2.7.1, so
     # Hopper falls back to Marlin).
     torch_28: bool
+    # Through 0.19 (torch <= 2.10) PyTorch gives each cuBLAS handle and stream a workspace from its caching
+    # allocator at the first GEMM, which is inside the profile run (torch_cublas_workspace).
+    cublas_workspace_torch: bool
     # True when the release is outside the modelled range.
     extrapolated: bool
     # The V0 engine runs (v0_engine.py): every release before 0.8, and 0.8.x where vLLM falls back to it.
@@ -256,6 +259,7 @@ def version_info(text: str | None) -> VersionInfo:
         flashinfer_allreduce=v >= (0, 29),
         v2_model_runner=v >= (0, 34),
         torch_28=v >= (0, 10, 2),
+        cublas_workspace_torch=v < (0, 20),
         extrapolated=extrapolated,
         v0_engine=v < (0, 8),
         assumed=text is None or str(text).strip() == "",
