@@ -15,12 +15,11 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.cuda_graphs import (
     V1_MIN_PER_GRAPH,
     capture_sizes,
-    captured_bytes,
     full_decode_sizes,
+    graph_pools,
     model_capture_max,
     model_runner,
     reserved_bytes,
-    v1_estimate_bytes,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.quant import resolve_quant
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.versions import version_info
@@ -119,12 +118,13 @@ def test_v1_estimate_is_first_capture_plus_per_graph_extrapolation() -> None:
     max(second capture, 1 MiB) x (n - 1)."""
     arch = resolve(config("Qwen__Qwen3-8B"))
     shape = (arch, 51, 512, 1, 2, arch.attention_layers, arch.layer_mlp)
-    first = captured_bytes(arch, 1, 512, 1, 2, arch.attention_layers, arch.layer_mlp)
-    est = v1_estimate_bytes(*shape, 35)
+    first, _ = graph_pools(arch, 1, 512, 1, 2, arch.attention_layers, arch.layer_mlp, 0, False)
+    captured, est = graph_pools(*shape, 35, True)
     piecewise = max((arch.attention_layers + 2) * 32 * 1024, V1_MIN_PER_GRAPH)
     assert est == first + 50 * piecewise + 34 * V1_MIN_PER_GRAPH
+    assert captured == first + (50 * (arch.attention_layers + 2) + 35) * 32 * 1024
     # PIECEWISE only: no FULL term
-    assert v1_estimate_bytes(*shape) == first + 50 * piecewise
+    assert graph_pools(*shape, 0, True)[1] == first + 50 * piecewise
 
 
 def test_qwen3_8b_v1_estimate_against_vllm_log() -> None:

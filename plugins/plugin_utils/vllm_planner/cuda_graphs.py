@@ -189,44 +189,6 @@ def _pool_outputs(
     return outputs + inner
 
 
-def captured_bytes(
-    arch: ModelArch,
-    n_sizes: int,
-    largest: int,
-    tp: int,
-    d: int,
-    attn_layers: int,
-    stage_mlp: tuple[str, ...],
-    n_full: int = 0,
-) -> float:
-    """The CUDA-graph pool a capture takes: the piecewise graphs of every size (the largest size's
-    piece outputs dominate; FULL decode graphs reuse that pool) plus each graph's own memory."""
-    if n_sizes <= 0 or largest <= 0:
-        return 0.0
-    graphs = n_sizes * (attn_layers + 2) + n_full
-    return _pool_outputs(arch, largest, tp, d, attn_layers, stage_mlp) + graphs * GRAPH_EXEC_BYTES
-
-
-def v1_estimate_bytes(
-    arch: ModelArch,
-    n_sizes: int,
-    largest: int,
-    tp: int,
-    d: int,
-    attn_layers: int,
-    stage_mlp: tuple[str, ...],
-    n_full: int = 0,
-) -> float:
-    """What the V1 runner's ``profile_cudagraph_memory`` (gpu_model_runner.py, v0.20.0-v0.33.0) returns.
-
-    Per mode (PIECEWISE, FULL) it captures the largest size into a fresh pool (first_capture), then the
-    second largest, whose increase is the per-graph cost (at least 1 MiB), and returns
-    max(first_capture) + sum(per_graph x (n - 1)). The second size reuses the blocks the first freed,
-    so its increase is its graphs' own memory: one graph per piece, or one FULL graph.
-    """
-    return graph_pools(arch, n_sizes, largest, tp, d, attn_layers, stage_mlp, n_full, True)[1]
-
-
 def graph_pools(
     arch: ModelArch,
     n_sizes: int,
@@ -238,7 +200,17 @@ def graph_pools(
     n_full: int,
     v1: bool,
 ) -> tuple[float, float]:
-    """(captured_bytes, v1_estimate_bytes, or 0.0 when not v1), sharing the pool computation."""
+    """(the CUDA-graph pool a capture takes, what the V1 runner's estimate returns, or 0.0 when not v1).
+
+    The pool: the piecewise graphs of every size (the largest size's piece outputs dominate; FULL decode
+    graphs reuse that pool) plus each graph's own memory.
+
+    The V1 estimate, ``profile_cudagraph_memory`` (gpu_model_runner.py, v0.20.0-v0.33.0): per mode
+    (PIECEWISE, FULL) it captures the largest size into a fresh pool (first_capture), then the second
+    largest, whose increase is the per-graph cost (at least 1 MiB), and returns max(first_capture) +
+    sum(per_graph x (n - 1)). The second size reuses the blocks the first freed, so its increase is its
+    graphs' own memory: one graph per piece, or one FULL graph.
+    """
     if n_sizes <= 0 or largest <= 0:
         return 0.0, 0.0
     base = _pool_outputs(arch, largest, tp, d, attn_layers, stage_mlp)
