@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from .config import ModelArch
 from .cuda_graphs import (
@@ -251,8 +251,10 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
     done = ctx.evaluations.get(key)
     if done is not None:
         return done
-    done = _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, None, _runtime(ctx, tp, pp, mnbt))
-    assert done is not None  # only a needed length stops early
+    # without a needed length _evaluate never stops early
+    done = cast(
+        Evaluation, _evaluate(ctx, tp, pp, gmu, mnbt, seqs, length, None, _runtime(ctx, tp, pp, mnbt))
+    )
     ctx.evaluations[key] = done
     return done
 
