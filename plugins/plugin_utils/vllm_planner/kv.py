@@ -107,6 +107,30 @@ def hybrid_manager_enabled(arch: ModelArch, vinfo: VersionInfo, allow_chunked: b
     return True
 
 
+_COUNTS: dict[tuple[int, int, int, bool, bool], tuple[ModelArch, dict[str, int]]] = {}
+
+
+def _kind_counts(arch: ModelArch, start: int, end: int, hybrid: bool, allow_chunked: bool) -> dict[str, int]:
+    """Layers of each KV kind in [start, end), as the cache groups them (one count per split and stage)."""
+    key = (id(arch), start, end, hybrid, allow_chunked)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] is arch:
+        return dict(hit[1])
+    counts: dict[str, int] = {}
+    for k in arch.layer_kinds[start:end]:
+        if k == "none":
+            continue
+        if not hybrid and k in ("sliding", "chunked"):
+            k = "full"
+        if k == "chunked" and not allow_chunked:
+            k = "full"
+        counts[k] = counts.get(k, 0) + 1
+    if len(_COUNTS) > 4096:
+        _COUNTS.clear()
+    _COUNTS[key] = (arch, counts)
+    return dict(counts)
+
+
 def build_layout(
     arch: ModelArch,
     start: int,
@@ -120,23 +144,14 @@ def build_layout(
     block_size: int | None,
     allow_chunked: bool = False,
 ) -> KvLayout:
-    kinds = arch.layer_kinds[start:end]
     hybrid = hybrid_manager_enabled(arch, vinfo, allow_chunked)
     if arch.mla is not None and vinfo.v0_engine:
         tok = v0_mla_token_bytes(arch, vinfo.version, tp, kv_bytes, dtype_bytes)
     else:
         tok = attention_token_bytes(arch, tp, kv_bytes, kv_dtype) if arch.num_kv_heads or arch.mla else 0
-    counts: dict[str, int] = {}
+    counts = _kind_counts(arch, start, end, hybrid, allow_chunked)
     window = arch.sliding_window or 0
     chunk = arch.chunk_size or 0
-    for k in kinds:
-        if k == "none":
-            continue
-        if not hybrid and k in ("sliding", "chunked"):
-            k = "full"
-        if k == "chunked" and not allow_chunked:
-            k = "full"
-        counts[k] = counts.get(k, 0) + 1
     attn_layers = sum(v for k, v in counts.items() if k != "mamba")
     mamba_layers = counts.get("mamba", 0)
     bs = block_size or default_block_size(arch, gpu, vinfo)

@@ -62,7 +62,7 @@ def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: Co
     peak = 0.0
     if "dense" in mlp_kinds:
         peak = max(peak, tokens * 2 * arch.intermediate_size / tp * d * 1.5)
-    if "moe" in mlp_kinds and arch.moe is not None:
+    if arch.moe is not None and "moe" in mlp_kinds:
         moe = arch.moe
         m = min(tokens, FUSED_MOE_CHUNK)
         n = moe.expert_intermediate / tp
