@@ -305,7 +305,7 @@ def toolkit_packages(version: str) -> list[Package]:
     base.add("usr/bin/nvidia-cdi-hook", REFUSER.format(name="nvidia-cdi-hook"), 0o755)
     base.add(
         "etc/nvidia-container-runtime/config.toml",
-        "#accept-nvidia-visible-devices-as-volume-mounts = false\n\n"
+        '#accept-nvidia-visible-devices-as-volume-mounts = false\n\n'
         '[nvidia-container-cli]\nldconfig = "@/sbin/ldconfig"\n',
         conffile=True,
     )
