@@ -8,41 +8,33 @@ from dataclasses import dataclass
 from . import errors as E
 from .config import ModelArch
 from .errors import MIB
+from .identity_cache import IdentityCache
 from .memory import CUDA_CONTEXT, nccl_bytes
 from .quant import QuantSpec
 from .settings import Notes, Settings
 
 VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
-_TP_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, list[str]]] = {}
+_TP_CACHE: IdentityCache[list[str]] = IdentityCache(16384)
 
 
 def tp_problems(arch: ModelArch, tp: int, quant: QuantSpec) -> list[str]:
     """vLLM's own messages for a tensor-parallel size the model cannot be split into."""
-    key = (id(arch), id(quant), tp)
-    hit = _TP_CACHE.get(key)
-    if hit is not None and hit[0] is arch and hit[1] is quant:
-        return list(hit[2])
-    out = _tp_problems(arch, tp, quant)
-    if len(_TP_CACHE) > 16384:
-        _TP_CACHE.clear()
-    _TP_CACHE[key] = (arch, quant, out)
+    out = _TP_CACHE.get((arch, quant), tp)
+    if out is None:
+        out = _TP_CACHE.put((arch, quant), tp, _tp_problems(arch, tp, quant))
     return list(out)
 
 
-_SPLITTABLE_CACHE: dict[tuple[int, int, int], tuple[ModelArch, QuantSpec, tuple[int, ...]]] = {}
+_SPLITTABLE_CACHE: IdentityCache[tuple[int, ...]] = IdentityCache(4096)
 
 
 def splittable_tps(arch: ModelArch, quant: QuantSpec, upto: int) -> tuple[int, ...]:
-    """The tensor-parallel sizes 1..upto that tp_problems accepts (fixes scan them for every miss)."""
-    key = (id(arch), id(quant), upto)
-    hit = _SPLITTABLE_CACHE.get(key)
-    if hit is not None and hit[0] is arch and hit[1] is quant:
-        return hit[2]
-    out = tuple(t for t in range(1, upto + 1) if not _tp_problems(arch, t, quant))
-    if len(_SPLITTABLE_CACHE) > 4096:
-        _SPLITTABLE_CACHE.clear()
-    _SPLITTABLE_CACHE[key] = (arch, quant, out)
+    """The tensor-parallel sizes 1..upto that tp_problems accepts, ascending (fixes scan them per miss)."""
+    out = _SPLITTABLE_CACHE.get((arch, quant), upto)
+    if out is None:
+        out = tuple(t for t in range(1, upto + 1) if not _tp_problems(arch, t, quant))
+        _SPLITTABLE_CACHE.put((arch, quant), upto, out)
     return out
 
 
@@ -106,8 +98,8 @@ def _quant_inters(arch: ModelArch) -> list[int]:
 
 
 def tp_candidates(arch: ModelArch, max_tp: int, quant: QuantSpec) -> list[int]:
-    """Tensor-parallel sizes vLLM accepts for this model, smallest first (powers of two first on ties)."""
-    return list(splittable_tps(arch, quant, max_tp))  # ascending: each size once, so already in order
+    """Tensor-parallel sizes vLLM accepts for this model, smallest first."""
+    return list(splittable_tps(arch, quant, max_tp))
 
 
 def parallel_errors(s: Settings) -> list[str]:

@@ -19,6 +19,7 @@ from .cuda_graphs import (
     reserved_bytes,
 )
 from .gpu import GpuSpec
+from .identity_cache import IdentityCache
 from .kv import KvLayout, build_layout, max_len_that_fits
 from .lora import lora_bytes
 from .memory import StageMemory, activation_peak, runtime_bytes, stage_memory
@@ -79,14 +80,9 @@ class Ctx:
     _layout_id: int = field(init=False, repr=False, compare=False)
     # evaluations already made with this context: vLLM's defaults often repeat the search's sizing
     evaluations: dict[tuple[Any, ...], Evaluation] = field(init=False, repr=False, compare=False)
-    # runtime_bytes per (TP, PP, max_num_batched_tokens)
-    runtimes: dict[tuple[int, int, int], tuple[int, bool, int, int]] = field(
-        init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         self.evaluations = {}
-        self.runtimes = {}
         self._layout_id = -1
         self.statics_id = _statics_id(
             (self.arch, self.quant, self.vinfo),
@@ -120,33 +116,19 @@ class Ctx:
 
 
 # Contexts with equal inputs (the same model config, quantization and release objects) share a number,
-# so the per-stage caches are keyed by small tuples. A number is never reused: the caches are cleared
-# with the table, and an entry made for other objects at a reused id is replaced.
-_STATICS_IDS: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
+# so the per-stage caches are keyed by small tuples. A number is never reused: the stage caches are emptied
+# with the table.
+_STATICS_IDS: IdentityCache[int] = IdentityCache(4096)
 _NEXT_ID = itertools.count()
 
 
-def identical(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two tuples hold the very same objects (caches keyed by id must not trust a reused id)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if x is not y:
-            return False
-    return True
-
-
 def _statics_id(objects: tuple[Any, ...], values: tuple[Any, ...]) -> int:
-    key = (tuple([id(o) for o in objects]), values)
-    hit = _STATICS_IDS.get(key)
-    if hit is not None and identical(hit[1], objects):
-        return hit[0]
-    if len(_STATICS_IDS) > 4096:
-        _STATICS_IDS.clear()
-        _STATIC_CACHE.clear()
-        _LAYOUT_CACHE.clear()
-    n = next(_NEXT_ID)
-    _STATICS_IDS[key] = (n, objects)
+    n = _STATICS_IDS.get(objects, values)
+    if n is None:
+        if _STATICS_IDS.full():
+            _STATIC_CACHE.clear()
+            _LAYOUT_CACHE.clear()
+        n = _STATICS_IDS.put(objects, values, next(_NEXT_ID))
     return n
 
 
@@ -260,11 +242,7 @@ def evaluate(ctx: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int, seqs: int
 
 
 def _runtime(ctx: Ctx, tp: int, pp: int, mnbt: int) -> tuple[int, bool, int, int]:
-    runtime = ctx.runtimes.get((tp, pp, mnbt))
-    if runtime is None:
-        runtime = runtime_bytes(ctx.gpu, ctx.vinfo, tp * pp, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt)
-        ctx.runtimes[tp, pp, mnbt] = runtime
-    return runtime
+    return runtime_bytes(ctx.gpu, ctx.vinfo, tp * pp, tp, pp, ctx.arch.hidden_size, ctx.d, mnbt)
 
 
 def holds(

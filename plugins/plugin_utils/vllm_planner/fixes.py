@@ -41,6 +41,12 @@ def fixed_kv_error(ctx: Ctx, evals: list[Evaluation]) -> str | None:
     )
 
 
+def _weights_fill_budget(c: Ctx, tp: int, pp: int, gmu: float | None) -> bool:
+    """Whether one stage's weights alone fill the budget (nothing evaluated there can fit)."""
+    stages = stage_bytes(c.arch, c.quant, c.d, tp, pp, towers=False, cc=c.gpu.cc)
+    return max(stages) * c.weight_scale >= c.gpu.cuda_total_bytes * _gmu_or_default(gmu, c)
+
+
 def _gmu_or_default(gmu: float | None, ctx: Ctx) -> float:
     """The budget fraction vLLM applies: the extensible KV cache's default is the whole GPU."""
     return gmu if gmu is not None else (1.0 if ctx.vinfo.extensible else ctx.vinfo.gmu_default)
@@ -71,9 +77,7 @@ class _Miss:
         self, c: Ctx, tp: int, pp: int, gmu: float | None, mnbt: int | None = None, seqs: int | None = None
     ) -> Evaluation | None:
         """Evaluate only when the weights alone leave room in the budget (fixes are tried many times)."""
-        g = c.gpu
-        stages = stage_bytes(c.arch, c.quant, c.d, tp, pp, towers=False, cc=g.cc)
-        if max(stages) * c.weight_scale >= g.cuda_total_bytes * _gmu_or_default(gmu, c):
+        if _weights_fill_budget(c, tp, pp, gmu):
             return None
         return evaluate(
             c,
@@ -87,8 +91,7 @@ class _Miss:
 
     def holds_useful(self, c: Ctx, tp: int, pp: int, gmu: float | None) -> bool:
         """useful(quick(...)) without building the evaluation: stops at the first stage that fails."""
-        stages = stage_bytes(c.arch, c.quant, c.d, tp, pp, towers=False, cc=c.gpu.cc)
-        if max(stages) * c.weight_scale >= c.gpu.cuda_total_bytes * _gmu_or_default(gmu, c):
+        if _weights_fill_budget(c, tp, pp, gmu):
             return False
         need = min(self.want_len, MIN_USEFUL_CONTEXT)
         return holds(c, tp, pp, gmu, self.mnbt, self.seqs, self.want_len, need)
@@ -146,14 +149,8 @@ def _weights_too_big(m: _Miss) -> str:
 def _fix_tensor_parallel(m: _Miss) -> str | None:
     """More tensor parallelism: within the node, or on a node with more such GPUs."""
     ctx, g = m.ctx, m.ctx.gpu
-    budget = g.cuda_total_bytes * _gmu_or_default(m.s.gmu, ctx)
     for t in splittable_tps(ctx.arch, ctx.quant, 64):
-        if t <= m.best.tp:
-            continue
-        w_t = stage_bytes(ctx.arch, ctx.quant, ctx.d, t, 1, towers=False, cc=g.cc)[0] * ctx.weight_scale
-        if w_t >= budget:
-            continue
-        if holds(ctx, t, 1, m.s.gmu, m.mnbt, m.seqs, m.want_len, min(m.want_len, MIN_USEFUL_CONTEXT)):
+        if t > m.best.tp and m.holds_useful(ctx, t, 1, m.s.gmu):
             if t <= g.count:
                 return f"set tensor_parallel_size {t}"
             return (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .config import ModelArch
 from .gpu import GpuSpec
+from .identity_cache import IdentityCache
 from .v0_engine import v0_mla_token_bytes
 from .versions import VersionInfo
 
@@ -107,27 +108,24 @@ def hybrid_manager_enabled(arch: ModelArch, vinfo: VersionInfo, allow_chunked: b
     return True
 
 
-_COUNTS: dict[tuple[int, int, int, bool, bool], tuple[ModelArch, dict[str, int]]] = {}
+_COUNTS: IdentityCache[dict[str, int]] = IdentityCache(4096)
 
 
 def _kind_counts(arch: ModelArch, start: int, end: int, hybrid: bool, allow_chunked: bool) -> dict[str, int]:
     """Layers of each KV kind in [start, end), as the cache groups them (one count per split and stage)."""
-    key = (id(arch), start, end, hybrid, allow_chunked)
-    hit = _COUNTS.get(key)
-    if hit is not None and hit[0] is arch:
-        return dict(hit[1])
-    counts: dict[str, int] = {}
-    for k in arch.layer_kinds[start:end]:
-        if k == "none":
-            continue
-        if not hybrid and k in ("sliding", "chunked"):
-            k = "full"
-        if k == "chunked" and not allow_chunked:
-            k = "full"
-        counts[k] = counts.get(k, 0) + 1
-    if len(_COUNTS) > 4096:
-        _COUNTS.clear()
-    _COUNTS[key] = (arch, counts)
+    values = (start, end, hybrid, allow_chunked)
+    counts = _COUNTS.get((arch,), values)
+    if counts is None:
+        counts = {}
+        for k in arch.layer_kinds[start:end]:
+            if k == "none":
+                continue
+            if not hybrid and k in ("sliding", "chunked"):
+                k = "full"
+            if k == "chunked" and not allow_chunked:
+                k = "full"
+            counts[k] = counts.get(k, 0) + 1
+        _COUNTS.put((arch,), values, counts)
     return dict(counts)
 
 

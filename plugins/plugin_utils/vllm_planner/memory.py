@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .config import ModelArch
 from .errors import GIB
 from .gpu import GpuSpec
+from .identity_cache import IdentityCache
 from .multimodal import encoder_items, max_tokens_per_item
 from .non_torch import (
     CUDA_CONTEXT,
@@ -172,7 +173,7 @@ class StageMemory(NamedTuple):  # immutable, and built for every stage of every 
     cuda_graphs_reserved: int = 0  # the part of cuda_graphs subtracted from the KV budget
 
 
-_RUNTIME_CACHE: dict[tuple[Any, ...], tuple[VersionInfo, tuple[int, bool, int, int]]] = {}
+_RUNTIME_CACHE: IdentityCache[tuple[int, bool, int, int]] = IdentityCache(16384)
 
 
 def runtime_bytes(
@@ -181,10 +182,10 @@ def runtime_bytes(
     """(NCCL device bytes, custom all-reduce on under V0, pre-snapshot bytes, in-budget non-torch bytes):
     what the GPUs' topology and the parallel layout cost, whatever the model's weights (cached, as every
     candidate and fix of a plan asks again)."""
-    key = (gpu.name, gpu.cc, gpu.count > 1, gpu.nodes, gpu.p2p, id(vinfo), world, tp, pp, hidden, d, mnbt)
-    hit = _RUNTIME_CACHE.get(key)
-    if hit is not None and hit[0] is vinfo:
-        return hit[1]
+    values = (gpu.name, gpu.cc, gpu.count > 1, gpu.nodes, gpu.p2p, world, tp, pp, hidden, d, mnbt)
+    hit = _RUNTIME_CACHE.get((vinfo,), values)
+    if hit is not None:
+        return hit
     # without CUDA P2P on one node NCCL's buffers are host memory and vLLM has no custom all-reduce
     p2p = gpu.p2p or gpu.nodes > 1
     nccl = device_nccl_bytes(world, gpu.p2p, gpu.nodes)
@@ -198,10 +199,7 @@ def runtime_bytes(
             vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p, custom_ar
         )
         out = (nccl, False, pre_snapshot_bytes(vinfo, world, gpu.p2p, gpu.nodes), non_torch)
-    if len(_RUNTIME_CACHE) > 16384:
-        _RUNTIME_CACHE.clear()
-    _RUNTIME_CACHE[key] = (vinfo, out)
-    return out
+    return _RUNTIME_CACHE.put((vinfo,), values, out)
 
 
 def stage_memory(

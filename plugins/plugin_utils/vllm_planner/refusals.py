@@ -6,11 +6,9 @@ platform, the quantization method and the KV-cache dtype (capability.py).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .architectures import architecture_problems
 from .capability import kv_dtype_problems, platform_problems, quant_problems, vllm_method
-from .evaluation import identical
+from .identity_cache import IdentityCache
 from .settings import Notes, Settings
 
 
@@ -19,19 +17,11 @@ def refusals(s: Settings, notes: Notes) -> None:
     ctx, opts = s.ctx, s.opts
     objects = (ctx.arch, ctx.vinfo, ctx.quant)
     # of the GPUs only the model and compute capability matter (not their count or memory)
-    key = (
-        *[id(o) for o in objects],
-        ctx.gpu.name,
-        ctx.gpu.compute_capability,
-        opts.quantization,
-        opts.kv_cache_dtype,
-    )
-    hit = _REFUSALS.get(key)
-    if hit is None or not identical(hit[0], objects):
-        hit = _REFUSALS[key] = (objects, _refusals(s))
-        if len(_REFUSALS) > 2048:
-            _REFUSALS.clear()
-    errors, warnings = hit[1]
+    values = (ctx.gpu.name, ctx.gpu.compute_capability, opts.quantization, opts.kv_cache_dtype)
+    found = _REFUSALS.get(objects, values)
+    if found is None:
+        found = _REFUSALS.put(objects, values, _refusals(s))
+    errors, warnings = found
     notes.warnings.extend(warnings)
     notes.errors.extend(errors)
     kv_bytes = opts.kv_cache_memory_bytes
@@ -45,8 +35,7 @@ def refusals(s: Settings, notes: Notes) -> None:
 
 # Refusals depend only on the model, the GPU model, the release and two options: a fleet asks the same
 # ones for every host.
-# An entry is used only for the very objects it was made for (their ids can be reused).
-_REFUSALS: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+_REFUSALS: IdentityCache[tuple[tuple[str, ...], tuple[str, ...]]] = IdentityCache(2048)
 
 
 def _refusals(s: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
