@@ -4,12 +4,13 @@
 Each file in cases/ records one vLLM start found in public sources (URL in `source`): the model
 (a config from tests/data/model-configs, optionally with `config_overrides`), the GPU, the vLLM
 version, the arguments it ran with, and what its log printed ("Model loading took", "Available KV
-cache memory", "GPU KV cache size"). Settings the run left at vLLM's defaults are filled in with
-vLLM's own defaults for that release, GPU class and usage context (the plan's `vllm_defaults`), so the
-planner predicts the same configuration.
+cache memory", "GPU KV cache size", "Graph capturing finished ... took"). Settings the run left at
+vLLM's defaults are filled in with vLLM's own defaults for that release, GPU class and usage context
+(the plan's `vllm_defaults`), so the planner predicts the same configuration.
 
 Prints predicted vs logged per case, the median / p90 / worst relative error of the weights, the KV
-cache tokens and the available KV-cache memory, and how many of the startups that failed
+cache tokens, the available KV-cache memory and the CUDA-graph pool, and how many of the startups that
+failed
 (`expected.starts: false`, with vLLM's error in `expected.error`) the planner predicts as failing.
 Exit status 0 (a report, not a gate) unless
 --max-error is given and a median exceeds it.
@@ -93,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no cases in {ns.cases}", file=sys.stderr)
         return 1
-    errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": []}
+    errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": [], "graphs": []}
     failed_starts: list[tuple[str, bool]] = []
     header = (
         f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} "
-        f"{'avail KV GiB pred/log':>23s}"
+        f"{'avail KV GiB pred/log':>23s} {'graphs GiB pred/log':>20s}"
     )
     print(header)
     print("-" * len(header))
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         w_pred = result["per_gpu"]["weights_bytes"] / GIB
         t_pred = result["kv_cache_tokens"]
         a_pred = result["available_kv_cache_bytes"] / GIB
+        g_pred = result["per_gpu"]["cuda_graph_bytes"] / GIB
         cols = []
         if "weights_gib" in exp:
             e = _rel(w_pred, exp["weights_gib"])
@@ -127,18 +129,25 @@ def main(argv: list[str] | None = None) -> int:
             cols.append(f"{a_pred:6.2f}/{exp['available_kv_gib']:6.2f} {e:+7.1%}")
         else:
             cols.append(f"{'-':>23s}")
+        if "cuda_graph_gib" in exp:
+            e = _rel(g_pred, exp["cuda_graph_gib"])
+            errs["graphs"].append((case["name"], e))
+            cols.append(f"{g_pred:5.2f}/{exp['cuda_graph_gib']:5.2f} {e:+7.1%}")
+        else:
+            cols.append(f"{'-':>20s}")
         mark = ""
         if exp.get("starts") is False:
             caught = not result["feasible"]
             failed_starts.append((case["name"], caught))
             mark = "  failed start: " + ("predicted" if caught else "MISSED")
-        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s}{mark}")
+        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s} {cols[3]:>20s}{mark}")
     print()
     failed = False
     for key, label in (
         ("weights", "weights"),
         ("kv_tokens", "KV cache tokens"),
         ("kv_gib", "available KV memory"),
+        ("graphs", "CUDA-graph pool"),
     ):
         values = errs[key]
         if not values:

@@ -30,6 +30,9 @@ GRAPH_EXEC_BYTES = 32 * 1024  # device memory of one instantiated CUDA graph
 # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead" (gpu_model_runner.py,
 # v0.20.0-v0.33.0: per_graph = max(mem_samples[1], 1 << 20)).
 V1_MIN_PER_GRAPH = 1 << 20
+# AttentionConfig.flash_attn_max_num_splits_for_cuda_graph (vllm/config/attention.py, 0.11.0-0.34.0).
+FA3_GRAPH_SPLITS = 32
+FA3_MAX_HEAD_DIM = 256  # FA3 has no SM90 kernel above it (fa_utils.get_flash_attn_version)
 
 # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of vllm/config/vllm.py, by the first release that lists them.
 _V2_ARCHS: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
@@ -170,6 +173,34 @@ def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
     return "v2" if ok else "v1"
 
 
+def fa3_split_buffers(
+    arch: ModelArch, tp: int, tokens: int, cc: tuple[int, int], version: tuple[int, ...]
+) -> float:
+    """FlashAttention 3's split-KV buffers in the largest FULL decode graph, in bytes (0 where none).
+
+    On Hopper the default attention backend is FLASH_ATTN (FLASH_ATTN_MLA for MLA models from 0.12) on
+    FA3 (``_get_backend_priorities``, vllm/platforms/cuda.py). With FULL graphs its metadata builder
+    fixes ``num_splits`` at 32 for every batch up to the largest capture size "so that large enough
+    intermediate buffers are pre-allocated during capture" (v1/attention/backends/flash_attn.py and
+    mla/flashattn_mla.py, 0.11.0-0.34.0), and FA3 allocates them inside the graph:
+    out_accum [splits, heads, tokens, head_size_v] and softmax_lse_accum [splits, heads, tokens], fp32.
+    Each layer frees them for the next, so the pool holds one set at the largest FULL size. The 0.19
+    logs' "Estimated FULL CUDA graph memory: X MiB first-capture" agree: 260 MiB logged for
+    Llama-3.1-8B (258 MiB here), 328 for Phi-4 (322), 132 / 70 at TP 2 / 4 (129 / 64.5).
+    """
+    if tokens <= 0 or cc[0] != 9 or arch.num_heads <= 0:
+        return 0.0
+    if arch.mla is not None:
+        if tuple(version[:2]) < (0, 12):  # 0.11 picks FLASHMLA on Hopper
+            return 0.0
+        head_v = arch.mla.kv_lora_rank
+    else:
+        if tuple(version[:2]) < (0, 11) or arch.head_dim > FA3_MAX_HEAD_DIM:
+            return 0.0
+        head_v = arch.head_dim
+    return float(FA3_GRAPH_SPLITS * (arch.num_heads // tp) * tokens * (head_v + 1) * 4)
+
+
 def _pool_outputs(
     arch: ModelArch, largest: int, tp: int, d: int, attn_layers: int, stage_mlp: tuple[str, ...]
 ) -> float:
@@ -199,6 +230,7 @@ def graph_pools(
     stage_mlp: tuple[str, ...],
     n_full: int,
     v1: bool,
+    full_buffers: float = 0.0,
 ) -> tuple[float, float]:
     """(the CUDA-graph pool a capture takes, what the V1 runner's estimate returns, or 0.0 when not v1).
 
@@ -210,14 +242,20 @@ def graph_pools(
     largest, whose increase is the per-graph cost (at least 1 MiB), and returns max(first_capture) +
     sum(per_graph x (n - 1)). The second size reuses the blocks the first freed, so its increase is its
     graphs' own memory: one graph per piece, or one FULL graph.
+
+    ``full_buffers``: what the largest FULL decode graph allocates on top of the piecewise pool (its
+    attention's split-KV buffers, fa3_split_buffers); it is also that mode's first capture.
     """
     if n_sizes <= 0 or largest <= 0:
         return 0.0, 0.0
     base = _pool_outputs(arch, largest, tp, d, attn_layers, stage_mlp)
-    captured = base + (n_sizes * (attn_layers + 2) + n_full) * GRAPH_EXEC_BYTES
+    extra = full_buffers if n_full > 0 else 0.0
+    captured = base + extra + (n_sizes * (attn_layers + 2) + n_full) * GRAPH_EXEC_BYTES
     if not v1:
         return captured, 0.0
     first = base + (attn_layers + 2) * GRAPH_EXEC_BYTES
+    if n_full > 0:
+        first = max(first, extra + GRAPH_EXEC_BYTES)
     per_piecewise = max((attn_layers + 2) * GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
     per_full = max(GRAPH_EXEC_BYTES, V1_MIN_PER_GRAPH)
     return captured, first + per_piecewise * (n_sizes - 1) + per_full * max(n_full - 1, 0)

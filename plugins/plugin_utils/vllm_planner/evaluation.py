@@ -12,6 +12,7 @@ from typing import Any, cast
 from .config import ModelArch
 from .cuda_graphs import (
     capture_sizes,
+    fa3_split_buffers,
     full_decode_sizes,
     graph_pools,
     model_capture_max,
@@ -150,10 +151,11 @@ def _layout(ctx: Ctx, tp: int, pp: int, rank: int) -> KvLayout:
 _LAYOUT_CACHE: dict[tuple[int, ...], KvLayout] = {}
 
 
-def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
-    """(capture sizes, largest size, FULL decode graphs) of vLLM's default CUDA-graph capture."""
+def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int, int]:
+    """(capture sizes, largest size, FULL decode graphs, largest FULL size) of vLLM's default
+    CUDA-graph capture."""
     if ctx.enforce_eager:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     cap = 1024 if (ctx.vinfo.extensible and ctx.gpu.is_blackwell_dc) else 512
     return _capture_counts(
         max_num_seqs, mnbt, cap, model_capture_max(ctx.arch, ctx.vinfo.version), ctx.vinfo.version >= (0, 11)
@@ -163,10 +165,10 @@ def _capture(max_num_seqs: int, mnbt: int, ctx: Ctx) -> tuple[int, int, int]:
 @lru_cache(maxsize=4096)
 def _capture_counts(
     max_num_seqs: int, mnbt: int, cap: int, fixed_max: int | None, full: bool
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     sizes = capture_sizes(max_num_seqs, mnbt, cap, fixed_max)
     n_full = full_decode_sizes(sizes, max_num_seqs) if full else 0
-    return len(sizes), sizes[-1], n_full
+    return len(sizes), sizes[-1], n_full, sizes[n_full - 1] if n_full else 0
 
 
 Statics = tuple[float, float, float, float, KvLayout]
@@ -194,7 +196,7 @@ def _stage_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) 
 def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -> Statics:
     arch = ctx.arch
     w = stage_bytes(arch, ctx.quant, ctx.d, tp, pp, towers=False, cc=ctx.gpu.cc)[rank] * ctx.weight_scale
-    n_sizes, largest, n_full = _capture(seqs, mnbt, ctx)
+    n_sizes, largest, n_full, largest_full = _capture(seqs, mnbt, ctx)
     runner = model_runner(arch, ctx.vinfo, ctx.quant)
     start, end = get_pp_indices(arch.num_layers, rank, pp)
     # LoRA slots are allocated at load, before the profile: vLLM counts them with the weights
@@ -222,8 +224,13 @@ def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -
         cc=ctx.gpu.cc,
     )
     lay = _layout(ctx, tp, pp, rank)
+    split = (
+        fa3_split_buffers(arch, tp, largest_full, ctx.gpu.cc, ctx.vinfo.version)
+        if lay.attention_layers
+        else 0.0
+    )
     graphs, estimate = graph_pools(
-        arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp, n_full, runner == "v1"
+        arch, n_sizes, largest, tp, ctx.d, lay.attention_layers, mlp, n_full, runner == "v1", split
     )
     return w, act, graphs, reserved_bytes(runner, ctx.vinfo, graphs, estimate), lay
 
