@@ -9,6 +9,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     CUSTOM_ALLREDUCE,
     NCCL_CONN_BUFF,
     SM90_NVSWITCH_CHANNELS,
+    SM100_NVSWITCH_CHANNELS,
     custom_allreduce_topology_ok,
     device_nccl_bytes,
     flashinfer_allreduce_workspace,
@@ -179,6 +180,8 @@ def test_nccl_buffer_constants_follow_nccl_source() -> None:
     assert NCCL_CONN_BUFF == 512 * 1024 + 4800 * 1024 + 4 * MIB
     # 18 NVLink4 links x 20.6 GB/s at 60 GB/s per channel: 6 search channels, doubled twice
     assert SM90_NVSWITCH_CHANNELS == 24
+    # 18 NVLink5 links x 40.1 GB/s at 90 GB/s per channel (sm100SpeedArrayIntra): 8, doubled twice
+    assert SM100_NVSWITCH_CHANNELS == 32
 
 
 def test_tp_group_communicator_is_counted_inside_the_budget_from_0_11() -> None:
@@ -198,6 +201,25 @@ def test_tp_group_communicator_is_counted_inside_the_budget_from_0_11() -> None:
     assert tp_comm_bytes(v19, 2, False) == 0
     base = in_budget_non_torch(v19, 2, 2, 1, HOPPER, H, 2, 8192)
     assert in_budget_non_torch(v19, 2, 2, 1, HOPPER, H, 2, 8192, True) == base + tp_comm_bytes(v19, 2, True)
+    # Blackwell data-center nodes: 32 ring/tree channels and NVLS_NCHANNELS_SM100_NVL 24 on one node
+    nvls_b = 24 * 2 * 128 * 1024 * 8 * 4 + 2 * MIB
+    assert tp_comm_bytes(v19, 4, True, B200) == 64 * NCCL_CONN_BUFF + nvls_b
+    assert tp_comm_bytes(v19, 4, True, (12, 0)) == 0  # RTX PRO Blackwell: PCIe, no NVSwitch
+
+
+def test_blackwell_tp_communicator_against_red_hat_sweep() -> None:
+    """Llama-3.3-70B-Instruct (bf16) at TP 4, gpu_memory_utilization 0.92, vLLM 0.18.0, on 4x B200 and on
+    4x H200 (ashishkamra/vllm-memory-estimator test_data/validation_db.json @ 8b0e21d, records b421cf24
+    and b118fe40): "Available KV cache memory: 127.02 GiB" and "91.57 GiB". Without the communicator on
+    B200 the plan had 127.52 GiB, 0.5 GiB more, while H200 was 0.11 GiB below its log."""
+    opts = {"vllm_version": "0.18.0", "gpu_memory_utilization": 0.92, "max_model_len": 131072}
+    opts |= {"tensor_parallel_size": 4, "max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+    b200 = {"name": "NVIDIA B200", "memory_mib": 183359, "count": 4, "compute_capability": "10.0"}
+    h200 = {"name": "NVIDIA H200", "memory_mib": 143771, "count": 4, "compute_capability": "9.0"}
+    cfg = config("meta-llama__Meta-Llama-3.1-70B")
+    for gpu, logged in ((b200, 127.02), (h200, 91.57)):
+        avail = plan(cfg, gpu, options=opts)["available_kv_cache_bytes"] / GIB
+        assert abs(avail - logged) < 0.3, (gpu["name"], avail)
 
 
 def test_nvswitch_from_the_gpu_name() -> None:

@@ -33,7 +33,6 @@ from .non_torch import (
     NCCL_PER_PEER,
     custom_allreduce_topology_ok,
     device_nccl_bytes,
-    hopper_nvswitch,
     in_budget_non_torch,
     multicast_capable,
     nccl_bytes,
@@ -193,8 +192,8 @@ def runtime_bytes(
     if vinfo.v0_engine:
         out = (nccl, tp > 1 and p2p and custom_ar, 0, 0)
     else:
-        nvswitch = gpu.count > 1 and hopper_nvswitch(gpu.name, gpu.cc)
-        multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
+        # Hopper SXM and Blackwell data-center boards: NVSwitch, with NVLink multicast
+        nvswitch = multicast = gpu.count > 1 and multicast_capable(gpu.name, gpu.cc)
         non_torch = in_budget_non_torch(
             vinfo, world, tp, pp, gpu.cc, hidden, d, mnbt, nvswitch, multicast, p2p, custom_ar
         )

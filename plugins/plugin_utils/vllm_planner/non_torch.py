@@ -91,10 +91,15 @@ NCCL_CONN_BUFF = NCCL_LL_BUFF + NCCL_LL128_BUFF + NCCL_SIMPLE_BUFF
 # (sm90SpeedArrayIntra, src/graph/search.cc), fits floor(18 x 20.6 / 60) = 6 channels; ncclTopoDupChannels
 # doubles them (bw >= 50) and ncclTopoPostset doubles again (src/graph/connect.cc): 24.
 SM90_NVSWITCH_CHANNELS = (18 * 206 // 600) * 2 * 2
+# Blackwell data-center GPUs (B200/GB200, 18 NVLink5 links): SM100_NVLINK_BW 40.1 GB/s (40.0 in v2.27.3),
+# sm100SpeedArrayIntra's first speed 90 GB/s: floor(18 x 40.1 / 90) = 8, doubled twice as above: 32.
+SM100_NVSWITCH_CHANNELS = (18 * 401 // 900) * 2 * 2
 # NVLS (NVLink SHARP) buffers, src/transport/nvls.cc: NVLS_NCHANNELS_SM90 16 channels, step
 # NCCL_NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS, 2 buffers per channel per head, one head per local rank; the
 # credit buffer is one more allocation at the 2 MiB NVLS_MEM_ALIGN_SIZE granularity.
 NVLS_CHANNELS_SM90 = 16
+# NVLS_NCHANNELS_SM100_NVL: Blackwell within one node (or one NVLink domain), NCCL v2.27.3+.
+NVLS_CHANNELS_SM100_NODE = 24
 NVLS_CHUNK = 128 * 1024
 NVLS_ALIGN = 1 << 21
 # Hopper SXM boards sit on NVSwitch (HGX); PCIe cards and the NVL (bridged pairs) variants do not.
@@ -129,16 +134,20 @@ def custom_allreduce_topology_ok(name: str, tp: int) -> bool:
     return tp <= 2 or not _PCIE_ONLY.search(name.upper())
 
 
-def tp_comm_bytes(vinfo: VersionInfo, tp: int, nvswitch: bool) -> int:
+def tp_comm_bytes(vinfo: VersionInfo, tp: int, nvswitch: bool, cc: tuple[int, int] = (9, 0)) -> int:
     """Device memory of the tensor-parallel torch.distributed NCCL communicator on rank 0, created inside
-    the profile (0.11+; 0 where it is not modelled: not an NVSwitch Hopper node)."""
-    if tp <= 1 or not nvswitch or vinfo.nccl_in_budget or vinfo.absolute_budget:
+    the profile (0.11+; 0 where it is not modelled: not an NVSwitch node of Hopper or Blackwell
+    data-center GPUs)."""
+    if tp <= 1 or not nvswitch or vinfo.nccl_in_budget or vinfo.absolute_budget or cc[0] not in (9, 10):
         return 0
+    blackwell = cc[0] == 10
     # Per channel rank 0 receives from its ring predecessor and its tree child (src/transport.cc
     # connects one buffer set per peer and connIndex): at TP 2 both are rank 1, so one connection.
     conns = 1 if tp == 2 else 2
-    ring_tree = SM90_NVSWITCH_CHANNELS * conns * NCCL_CONN_BUFF
-    nvls = NVLS_CHANNELS_SM90 * 2 * NVLS_CHUNK * NCCL_STEPS * tp
+    channels = SM100_NVSWITCH_CHANNELS if blackwell else SM90_NVSWITCH_CHANNELS
+    ring_tree = channels * conns * NCCL_CONN_BUFF
+    nvls_channels = NVLS_CHANNELS_SM100_NODE if blackwell else NVLS_CHANNELS_SM90
+    nvls = nvls_channels * 2 * NVLS_CHUNK * NCCL_STEPS * tp
     return ring_tree + _round_up(nvls, NVLS_ALIGN) + NVLS_ALIGN
 
 
@@ -265,5 +274,5 @@ def in_budget_non_torch(
     if vinfo.nccl_in_budget:
         non_torch += nccl_bytes(world) if p2p else 0
     non_torch += flashinfer_allreduce_workspace(vinfo, tp, pp, cc, hidden, d, mnbt, multicast)
-    non_torch += tp_comm_bytes(vinfo, tp, nvswitch)
+    non_torch += tp_comm_bytes(vinfo, tp, nvswitch, cc)
     return non_torch
