@@ -115,3 +115,29 @@ def test_v2_runner_before_0_27_does_not_profile_the_encoder() -> None:
         - (v1["per_gpu"]["activation_peak_bytes"] - v2["per_gpu"]["activation_peak_bytes"])
     )
     assert all("does not profile" not in w for w in v2_27["warnings"])
+
+
+def test_qwen2_vl_vision_width_is_embed_dim() -> None:
+    """Qwen2-VL's vision_config (transformers Qwen2VLVisionConfig, whose defaults are Qwen2-VL-7B's: depth
+    32, embed_dim 1280, hidden_size 3584, mlp_ratio 4, 16 heads, patch 14, temporal patch 2, merge 2)
+    names the ViT's width embed_dim and the language model's width hidden_size. The tower is the
+    paper's 675M-parameter ViT (Qwen2-VL technical report, arXiv 2409.12191, table 1) with its merger."""
+    cfg = config(QWEN3_VL)
+    cfg["architectures"] = ["Qwen2VLForConditionalGeneration"]
+    cfg["model_type"] = "qwen2_vl"
+    cfg["vision_config"] = {
+        "depth": 32,
+        "embed_dim": 1280,
+        "hidden_size": 3584,
+        "hidden_act": "quick_gelu",
+        "mlp_ratio": 4,
+        "num_heads": 16,
+        "in_chans": 3,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    }
+    v = resolve(cfg).vision
+    assert v is not None
+    assert (v.hidden, v.intermediate, v.heads, v.out_hidden) == (1280, 5120, 16, 3584)
+    assert v.params == pytest.approx(675e6, rel=0.01)

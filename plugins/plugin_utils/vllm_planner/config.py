@@ -441,16 +441,25 @@ def _vision(cfg: Mapping[str, Any]) -> VisionSpec | None:
             break
     if not vc:
         return None
-    hidden = int(_get(vc, "hidden_size", "embed_dim", "width", default=0) or 0)
+    width = vc.get("embed_dim")
+    lm_width = vc.get("hidden_size")
+    if isinstance(width, int) and isinstance(lm_width, int) and width != lm_width:
+        # Qwen2-VL (Qwen2VLVisionConfig) names the ViT's width embed_dim; its hidden_size is the language
+        # model's, the width the patch merger projects to
+        hidden, out_default = width, lm_width
+    else:
+        hidden, out_default = int(_get(vc, "hidden_size", "embed_dim", "width", default=0) or 0), 0
     if not hidden:
         return None
     layers = int(_get(vc, "depth", "num_hidden_layers", "num_layers", "layers", default=0) or 0)
-    inter = int(_get(vc, "intermediate_size", "mlp_dim", default=4 * hidden) or 4 * hidden)
+    ratio = vc.get("mlp_ratio")
+    inter_default = int(hidden * ratio) if isinstance(ratio, int | float) and ratio > 0 else 4 * hidden
+    inter = int(_get(vc, "intermediate_size", "mlp_dim", default=inter_default) or inter_default)
     heads = int(_get(vc, "num_heads", "num_attention_heads", default=max(1, hidden // 64)) or 1)
     patch = int(_get(vc, "patch_size", default=14) or 14)
     tps = int(vc.get("temporal_patch_size") or 1)
-    chans = int(vc.get("in_channels") or vc.get("num_channels") or 3)
-    out = int(_get(vc, "out_hidden_size", "projection_dim", default=0) or 0)
+    chans = int(vc.get("in_channels") or vc.get("in_chans") or vc.get("num_channels") or 3)
+    out = int(_get(vc, "out_hidden_size", "projection_dim", default=out_default) or 0)
     merge = int(vc.get("spatial_merge_size") or 1)
     gated = str(vc.get("hidden_act", "")).endswith("silu") and "mlp" not in str(vc.get("model_type", ""))
     per_layer = 4 * hidden * hidden + (3 if gated else 2) * hidden * inter + 4 * hidden + inter
