@@ -14,10 +14,14 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.multimodal import (
     encoder_items,
+    encoder_profile,
+    encoder_rows,
+    kept_rows,
     max_tokens_per_item,
 )
 from planner_helpers import H200, config
 
+GIB = 1 << 30
 QWEN3_VL = "Qwen__Qwen3-VL-8B-Instruct"
 
 
@@ -141,3 +145,27 @@ def test_qwen2_vl_vision_width_is_embed_dim() -> None:
     assert v is not None
     assert (v.hidden, v.intermediate, v.heads, v.out_hidden) == (1280, 5120, 16, 3584)
     assert v.params == pytest.approx(675e6, rel=0.01)
+
+
+def test_qwen3_vl_video_profile_of_0_11_and_its_expanded_cache() -> None:
+    """Qwen3-VL-30B-A3B at TP 4 on 4x RTX 3090, vLLM 0.11.0, max_model_len 65536 (sipeed_wiki
+    NanoKVM-Pro guide @ 22b7e6f, the accuracy case 4xrtx3090-v0.11-qwen3-vl-30b-a3b-tp4): "Encoder cache
+    will be initialized with a budget of 153600 tokens, and profiled with 1 video items of the maximum
+    feature size", then "Available KV cache memory: 2.31 GiB". 0.11-0.12 count the video's 12,288 soft
+    tokens x 12.5 (timestamp text), so the video outranks the 16,384-token image, and profile_run copies
+    the 12,288-row output into a zeroed (153600, 2048 x 4) tensor the encoder cache keeps: 2.34 GiB."""
+    arch = resolve(config("Qwen__Qwen3-VL-30B-A3B-Instruct"))
+    assert encoder_profile(arch, 2048, 256, 65536, {}, (0, 11, 0)) == ("video", 153600, 1)
+    assert encoder_rows(arch, "video", 153600, (0, 11, 0)) == 12288
+    assert kept_rows(12288, 153600, (0, 11, 0)) == 153600
+    # 0.13 counts the soft tokens and keeps the output as it is
+    assert encoder_profile(arch, 2048, 256, 65536, {}, (0, 13, 0)) == ("image", 16384, 1)
+    assert kept_rows(12288, 153600, (0, 13, 0)) == 12288
+    gpu = {"name": "NVIDIA GeForce RTX 3090", "memory_mib": 24576, "count": 4, "compute_capability": "8.6"}
+    opts = {"tensor_parallel_size": 4, "gpu_memory_utilization": 0.9, "max_model_len": 65536}
+    opts |= {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "vllm_version": "0.11.0"}
+    r = plan(config("Qwen__Qwen3-VL-30B-A3B-Instruct"), gpu, options=opts)
+    expanded = 153600 * 2048 * 4 * 2
+    assert r["per_gpu"]["activation_peak_bytes"] > expanded
+    # the log's 2.31 GiB; without the expanded output the plan had 4.78 GiB (+107 %)
+    assert r["available_kv_cache_bytes"] / GIB == pytest.approx(2.31, rel=0.2)

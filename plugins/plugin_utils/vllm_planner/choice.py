@@ -191,8 +191,11 @@ def _warn(s: Settings, final: Evaluation, mnbt: int, seqs: int, expected: int, n
 def _multimodal_warning(s: Settings, final: Evaluation, mnbt: int, seqs: int) -> str | None:
     """What the profile does with the encoder: the pass it sizes, or (V2 runner before 0.27) none."""
     ctx = s.ctx
-    modality, tokens, items = encoder_profile(ctx.arch, mnbt, seqs, ctx.derived_len, dict(ctx.mm_limits))
-    if not max_tokens_per_item(ctx.arch, ctx.derived_len):
+    version = ctx.vinfo.version
+    modality, tokens, items = encoder_profile(
+        ctx.arch, mnbt, seqs, ctx.derived_len, dict(ctx.mm_limits), version
+    )
+    if not max_tokens_per_item(ctx.arch, ctx.derived_len, version):
         return (
             "multimodal model: the encoder profiling pass is estimated; lower --limit-mm-per-prompt "
             "or set language_model_only if images are not needed"

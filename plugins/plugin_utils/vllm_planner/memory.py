@@ -24,7 +24,7 @@ from .config import ModelArch
 from .errors import GIB
 from .gpu import GpuSpec
 from .identity_cache import IdentityCache
-from .multimodal import encoder_items, max_tokens_per_item
+from .multimodal import encoder_profile, encoder_rows, kept_rows, max_tokens_per_item
 from .non_torch import (
     CUDA_CONTEXT,
     CUSTOM_ALLREDUCE,
@@ -83,18 +83,29 @@ def _attn_activation(arch: ModelArch, tokens: int, tp: int, d: int) -> float:
 
 
 def _encoder_activation(
-    arch: ModelArch, mnbt: int, tp: int, d: int, seqs: int, max_model_len: int, limits: Mapping[str, int]
+    arch: ModelArch,
+    mnbt: int,
+    tp: int,
+    d: int,
+    seqs: int,
+    max_model_len: int,
+    limits: Mapping[str, int],
+    version: tuple[int, ...],
 ) -> tuple[float, float]:
     """(peak of the encoder pass, encoder outputs kept alive through the text dummy forward)."""
     v = arch.vision
     if v is None:
         return 0.0, 0.0
-    tokens, items = encoder_items(arch, mnbt, seqs, max_model_len, limits)
+    modality, tokens, items = encoder_profile(arch, mnbt, seqs, max_model_len, limits, version)
     if tokens:
         merge = v.merge * v.merge
-        out_tokens = tokens * items
-        kept = out_tokens * max(v.out_hidden, 1) * (1 + v.deepstack) * d
-    elif max_tokens_per_item(arch, max_model_len) or not any(limits.get(m, 1) for m in ("image", "video")):
+        rows = encoder_rows(arch, modality, tokens, version)
+        out_tokens = rows * items
+        width = max(v.out_hidden, 1) * (1 + v.deepstack)
+        kept = items * kept_rows(rows, max(mnbt, tokens), version) * width * d
+    elif max_tokens_per_item(arch, max_model_len, version) or not any(
+        limits.get(m, 1) for m in ("image", "video")
+    ):
         return 0.0, 0.0  # every modality disabled by limit_mm_per_prompt: no encoder pass
     else:
         merge = 4  # families not modelled: a 2x2 spatial merge and one 16384-token budget
@@ -154,7 +165,9 @@ def activation_peak(
         rows = min(max_num_seqs, mnbt)
         a = max(a, tokens * H * d + sampler_bytes(vinfo, rows, arch.vocab_size, H, d, num_sms, cc))
     if first_stage and towers and arch.vision is not None:
-        peak, kept = _encoder_activation(arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {})
+        peak, kept = _encoder_activation(
+            arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {}, vinfo.version
+        )
         a = max(a + kept, peak)
     return a + torch_cublas_workspace(vinfo, cc)
 

@@ -34,6 +34,21 @@ _MAX_PIXELS = {
 # Qwen3-VL's video_preprocessor_config.json: size.longest_edge 25165824 over temporal_patch_size 2 frames.
 _QWEN3_VIDEO_MAX_PIXELS = 25165824
 _TEMPORAL_PATCH = 2
+# 0.11.0-0.12.x count a Qwen3-VL video's tokens as its soft tokens x 12.5 ("one video token is converted
+# to '<{timestamp} seconds>' (on average 9.5 tokens) + vision_start_token + video_token +
+# vision_end_token", Qwen3VLProcessingInfo.get_max_video_tokens); 0.13 counts the soft tokens. The soft
+# tokens are the same 12,288 either way: the video processor's longest_edge bounds all frames together.
+_QWEN3_VIDEO_TEXT = 12.5
+_TIMESTAMP_TEXT_RELEASES = ((0, 11), (0, 13))
+# 0.11.0-0.12.x profile_run: an encoder output with fewer rows than the encoder budget is copied into a
+# zeroed (budget, width) tensor, "when encoder cache needs to store the embeddings that encoder outputs
+# are scattered onto", which the encoder cache keeps through the text dummy forward (gone in 0.13.0).
+_EXPANDED_OUTPUT_RELEASES = ((0, 11), (0, 13))
+NEWEST = (0, 34, 0)
+
+
+def _within(version: tuple[int, ...], span: tuple[tuple[int, int], tuple[int, int]]) -> bool:
+    return span[0] <= tuple(version[:2]) < span[1]
 
 
 def _image_tokens(arch: ModelArch) -> int | None:
@@ -46,7 +61,9 @@ def _image_tokens(arch: ModelArch) -> int | None:
     return pixels // (unit * unit)
 
 
-def max_tokens_per_item(arch: ModelArch, max_model_len: int) -> dict[str, int]:
+def max_tokens_per_item(
+    arch: ModelArch, max_model_len: int, version: tuple[int, ...] = NEWEST
+) -> dict[str, int]:
     """vLLM's ``get_mm_max_tokens_per_item`` for the families modelled; {} for the others."""
     image = _image_tokens(arch)
     if image is None:
@@ -56,6 +73,8 @@ def max_tokens_per_item(arch: ModelArch, max_model_len: int) -> dict[str, int]:
         # Qwen3VLProcessingInfo.get_max_video_tokens: two frames at video max_pixels // temporal patch
         unit = arch.vision.patch * arch.vision.merge
         out["video"] = _QWEN3_VIDEO_MAX_PIXELS // _TEMPORAL_PATCH // (unit * unit)
+        if _within(version, _TIMESTAMP_TEXT_RELEASES):
+            out["video"] = int(out["video"] * _QWEN3_VIDEO_TEXT)
     if arch.model_type in ("qwen2_vl", "qwen2_5_vl"):
         # get_max_video_tokens: the most frames (at the largest image size) whose tokens fit
         # max_model_len, at most 14; frames are padded to temporal_patch_size 2.
@@ -67,12 +86,32 @@ def max_tokens_per_item(arch: ModelArch, max_model_len: int) -> dict[str, int]:
     return out
 
 
+def encoder_rows(arch: ModelArch, modality: str, tokens: int, version: tuple[int, ...] = NEWEST) -> int:
+    """Embedding rows the encoder returns for one item that vLLM counts as ``tokens``."""
+    qwen3_video = modality == "video" and arch.model_type in ("qwen3_vl", "qwen3_vl_moe")
+    if qwen3_video and _within(version, _TIMESTAMP_TEXT_RELEASES):
+        return round(tokens / _QWEN3_VIDEO_TEXT)
+    return tokens
+
+
+def kept_rows(rows: int, budget: int, version: tuple[int, ...] = NEWEST) -> int:
+    """Rows of one item's output the encoder cache keeps through the text dummy forward."""
+    return max(rows, budget) if _within(version, _EXPANDED_OUTPUT_RELEASES) else rows
+
+
 def encoder_profile(
-    arch: ModelArch, mnbt: int, max_num_seqs: int, max_model_len: int, limits: Mapping[str, int]
+    arch: ModelArch,
+    mnbt: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    limits: Mapping[str, int],
+    version: tuple[int, ...] = NEWEST,
 ) -> tuple[str, int, int]:
     """(modality, tokens per item, items) of the encoder profiling pass; ("", 0, 0) when none runs."""
     per_item = {
-        m: t for m, t in max_tokens_per_item(arch, max_model_len).items() if limits.get(m, DEFAULT_LIMIT) > 0
+        m: t
+        for m, t in max_tokens_per_item(arch, max_model_len, version).items()
+        if limits.get(m, DEFAULT_LIMIT) > 0
     }
     if not per_item:
         return "", 0, 0
@@ -83,10 +122,15 @@ def encoder_profile(
 
 
 def encoder_items(
-    arch: ModelArch, mnbt: int, max_num_seqs: int, max_model_len: int, limits: Mapping[str, int]
+    arch: ModelArch,
+    mnbt: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    limits: Mapping[str, int],
+    version: tuple[int, ...] = NEWEST,
 ) -> tuple[int, int]:
     """(tokens per item, items) of the encoder profiling pass; (0, 0) when none runs."""
-    _modality, tokens, items = encoder_profile(arch, mnbt, max_num_seqs, max_model_len, limits)
+    _modality, tokens, items = encoder_profile(arch, mnbt, max_num_seqs, max_model_len, limits, version)
     return tokens, items
 
 
