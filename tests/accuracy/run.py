@@ -24,6 +24,7 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,43 @@ def predict(case: dict[str, Any]) -> dict[str, Any]:
     return plan(cfg, case["gpu"], options=args)
 
 
+# (error key, the case's logged figure, column title, width, "predicted/logged" text, the plan's figure)
+COLUMNS: tuple[tuple[str, str, str, int, Callable[[Any, Any], str], Callable[[dict[str, Any]], Any]], ...] = (
+    (
+        "weights",
+        "weights_gib",
+        "weights GiB pred/log",
+        23,
+        lambda p, g: f"{p:7.2f}/{g:7.2f}",
+        lambda r: r["per_gpu"]["weights_bytes"] / GIB,
+    ),
+    (
+        "kv_tokens",
+        "kv_cache_tokens",
+        "KV tokens pred/log",
+        26,
+        lambda p, g: f"{p:9d}/{g:8d}",
+        lambda r: r["kv_cache_tokens"],
+    ),
+    (
+        "kv_gib",
+        "available_kv_gib",
+        "avail KV GiB pred/log",
+        23,
+        lambda p, g: f"{p:6.2f}/{g:6.2f}",
+        lambda r: r["available_kv_cache_bytes"] / GIB,
+    ),
+    (
+        "graphs",
+        "cuda_graph_gib",
+        "graphs GiB pred/log",
+        20,
+        lambda p, g: f"{p:5.2f}/{g:5.2f}",
+        lambda r: r["per_gpu"]["cuda_graph_bytes"] / GIB,
+    ),
+)
+
+
 def _rel(pred: float, actual: float) -> float:
     return (pred - actual) / actual if actual else float("nan")
 
@@ -94,11 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no cases in {ns.cases}", file=sys.stderr)
         return 1
-    errs: dict[str, list[tuple[str, float]]] = {"weights": [], "kv_tokens": [], "kv_gib": [], "graphs": []}
+    errs: dict[str, list[tuple[str, float]]] = {key: [] for key, *_rest in COLUMNS}
     failed_starts: list[tuple[str, bool]] = []
-    header = (
-        f"{'case':42s} {'weights GiB pred/log':>22s} {'KV tokens pred/log':>24s} "
-        f"{'avail KV GiB pred/log':>23s} {'graphs GiB pred/log':>20s}"
+    header = f"{'case':42s}" + "".join(
+        f" {title:>{width}s}" for _key, _exp, title, width, _fmt, _get in COLUMNS
     )
     print(header)
     print("-" * len(header))
@@ -106,41 +143,21 @@ def main(argv: list[str] | None = None) -> int:
         case = load_case(path)
         result = predict(case)
         exp = case["expected"]
-        w_pred = result["per_gpu"]["weights_bytes"] / GIB
-        t_pred = result["kv_cache_tokens"]
-        a_pred = result["available_kv_cache_bytes"] / GIB
-        g_pred = result["per_gpu"]["cuda_graph_bytes"] / GIB
         cols = []
-        if "weights_gib" in exp:
-            e = _rel(w_pred, exp["weights_gib"])
-            errs["weights"].append((case["name"], e))
-            cols.append(f"{w_pred:7.2f}/{exp['weights_gib']:7.2f} {e:+6.1%}")
-        else:
-            cols.append(f"{'-':>22s}")
-        if "kv_cache_tokens" in exp:
-            e = _rel(t_pred, exp["kv_cache_tokens"])
-            errs["kv_tokens"].append((case["name"], e))
-            cols.append(f"{t_pred:9d}/{exp['kv_cache_tokens']:8d} {e:+6.1%}")
-        else:
-            cols.append(f"{'-':>24s}")
-        if "available_kv_gib" in exp:
-            e = _rel(a_pred, exp["available_kv_gib"])
-            errs["kv_gib"].append((case["name"], e))
-            cols.append(f"{a_pred:6.2f}/{exp['available_kv_gib']:6.2f} {e:+7.1%}")
-        else:
-            cols.append(f"{'-':>23s}")
-        if "cuda_graph_gib" in exp:
-            e = _rel(g_pred, exp["cuda_graph_gib"])
-            errs["graphs"].append((case["name"], e))
-            cols.append(f"{g_pred:5.2f}/{exp['cuda_graph_gib']:5.2f} {e:+7.1%}")
-        else:
-            cols.append(f"{'-':>20s}")
+        for key, logged_key, _title, width, fmt, get in COLUMNS:
+            if logged_key not in exp:
+                cols.append(f"{'-':>{width}s}")
+                continue
+            pred, logged = get(result), exp[logged_key]
+            e = _rel(pred, logged)
+            errs[key].append((case["name"], e))
+            cols.append(f"{fmt(pred, logged)} {e:+7.1%}".rjust(width))
         mark = ""
         if exp.get("starts") is False:
             caught = not result["feasible"]
             failed_starts.append((case["name"], caught))
             mark = "  failed start: " + ("predicted" if caught else "MISSED")
-        print(f"{case['name']:42s} {cols[0]:>22s} {cols[1]:>24s} {cols[2]:>23s} {cols[3]:>20s}{mark}")
+        print(f"{case['name']:42s} " + " ".join(cols) + mark)
     print()
     failed = False
     for key, label in (

@@ -13,7 +13,6 @@ import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError, plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.multimodal import (
-    encoder_items,
     encoder_profile,
     encoder_rows,
     kept_rows,
@@ -36,14 +35,14 @@ def test_encoder_budget_matches_vllm_log() -> None:
     budget of 16384 tokens, and profiled with 1 image items of the maximum feature size."
     (https://github.com/noonghunna/club-3090/issues/1047, a Qwen3-VL-processor model on vLLM)."""
     arch = resolve(config(QWEN3_VL))
-    assert encoder_items(arch, 8192, 256, 262144, {}) == (16384, 1)
+    assert encoder_profile(arch, 8192, 256, 262144, {})[1:] == (16384, 1)
     # a larger batch budget runs more items of the same modality
-    assert encoder_items(arch, 32768, 256, 262144, {}) == (16384, 2)
+    assert encoder_profile(arch, 32768, 256, 262144, {})[1:] == (16384, 2)
     # one request at a time, one image per prompt: still budget // tokens is not the limit, requests are
-    assert encoder_items(arch, 65536, 1, 262144, {"image": 1}) == (16384, 1)
+    assert encoder_profile(arch, 65536, 1, 262144, {"image": 1})[1:] == (16384, 1)
     # images off: the video modality is profiled instead; both off: no encoder pass
-    assert encoder_items(arch, 8192, 256, 262144, {"image": 0}) == (12288, 1)
-    assert encoder_items(arch, 8192, 256, 262144, {"image": 0, "video": 0}) == (0, 0)
+    assert encoder_profile(arch, 8192, 256, 262144, {"image": 0})[1:] == (12288, 1)
+    assert encoder_profile(arch, 8192, 256, 262144, {"image": 0, "video": 0})[1:] == (0, 0)
 
 
 def test_qwen2_vl_video_frames_follow_max_model_len() -> None:
@@ -55,7 +54,7 @@ def test_qwen2_vl_video_frames_follow_max_model_len() -> None:
     assert max_tokens_per_item(arch, 16384) == {"image": 16384, "video": 16384}
     assert max_tokens_per_item(arch, 65536) == {"image": 16384, "video": 65536}
     assert max_tokens_per_item(arch, 128000) == {"image": 16384, "video": 7 * 16384}  # 14 frames
-    assert encoder_items(arch, 8192, 256, 128000, {}) == (7 * 16384, 1)
+    assert encoder_profile(arch, 8192, 256, 128000, {})[1:] == (7 * 16384, 1)
 
 
 def _act(**options: object) -> int:

@@ -121,19 +121,6 @@ def encoder_profile(
     return modality, tokens, max(1, min(budget // tokens, max_num_seqs * per_prompt))
 
 
-def encoder_items(
-    arch: ModelArch,
-    mnbt: int,
-    max_num_seqs: int,
-    max_model_len: int,
-    limits: Mapping[str, int],
-    version: tuple[int, ...] = NEWEST,
-) -> tuple[int, int]:
-    """(tokens per item, items) of the encoder profiling pass; (0, 0) when none runs."""
-    _modality, tokens, items = encoder_profile(arch, mnbt, max_num_seqs, max_model_len, limits, version)
-    return tokens, items
-
-
 def encoder_profiled(runner: str, version: tuple[int, int, int]) -> bool:
     """Whether the profile runs the encoder pass: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/
     model_runner.py) has no multimodal step through 0.26 and calls ``profile_encoder_cache`` with the
