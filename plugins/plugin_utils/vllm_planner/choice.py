@@ -228,6 +228,7 @@ def _multimodal_warning(s: Settings, final: Evaluation, mnbt: int, seqs: int) ->
         dict(ctx.mm_limits),
         num_sms=sm_count(ctx.gpu.name),
         cc=ctx.gpu.cc,
+        quant=ctx.quant,
     )
     extra = max(seen - mem.activation, 0)
     gmu = math.floor((mem.requested - extra) / mem.total * 100) / 100

@@ -222,6 +222,7 @@ def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -
         dict(ctx.mm_limits) if ctx.mm_limits else None,
         num_sms=sm_count(ctx.gpu.name),
         cc=ctx.gpu.cc,
+        quant=ctx.quant,
     )
     lay = _layout(ctx, tp, pp, rank)
     split = (

@@ -38,6 +38,7 @@ from .non_torch import (
     nccl_bytes,
     pre_snapshot_bytes,
 )
+from .quant import QuantSpec
 from .sampler import DEFAULT_SMS, sampler_bytes
 from .v0_engine import v0_available_kv, v0_family, v0_non_torch
 from .versions import VersionInfo
@@ -55,6 +56,48 @@ __all__ = [
 ]
 EXT_MARGIN_MIN = 1 * GIB  # extensible KV cache: minimum headroom kept free (CUDA)
 FUSED_MOE_CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE
+MODULAR_MOE_CHUNK = 16384  # VLLM_FUSED_MOE_CHUNK_SIZE of the 0.14-0.17 modular kernel (0.18+ does not chunk)
+
+
+def moe_workspace_bytes(
+    arch: ModelArch,
+    tokens: int,
+    tp: int,
+    d: int,
+    vinfo: VersionInfo,
+    quant: QuantSpec | None,
+    cc: tuple[int, int],
+    mlp_kinds: Collection[str],
+) -> float:
+    """The fused-MoE workspace that stays allocated through the profile (0 where vLLM takes another path).
+
+    From 0.13 the modular MoE kernel (``FusedMoEModularKernel._allocate_buffers``, fused_moe/
+    modular_kernel.py) takes its two workspaces from the worker's ``WorkspaceManager``
+    (v1/worker/workspace.py), one buffer that grows to the largest request and is never freed, so it is
+    still held when the sampler pass sets the profile's torch peak. ``TritonExperts.workspace_shapes``
+    (fused_moe/fused_moe.py): (M, top_k, max(N/2, K)) shared with the (M, K) output, and (M, top_k,
+    max(N, K)), N the gate+up width per rank, K the hidden size, each rounded to 256 bytes. The Triton
+    experts run through it for unquantized MoE on CUDA from 0.14 (0.13 still calls ``fused_experts`` with
+    per-call caches; ``UnquantizedFusedMoEMethod``, read in 0.13.0, 0.14.1, 0.15.1, 0.16.0, 0.17.1-0.20.0
+    and 0.34.0) and for block-FP8 checkpoints on Hopper at TP from 0.17 ("On Hopper for Block Fp8, prefer
+    Triton for TP", fused_moe/oracle/fp8.py); Blackwell takes FlashInfer's TRT-LLM kernel there, which
+    keeps no such workspace. Other quantized MoE paths keep their per-call buffers (_mlp_activation).
+    """
+    moe = arch.moe
+    if moe is None or "moe" not in mlp_kinds:
+        return 0.0
+    v = vinfo.version
+    if quant is None or not quant.is_quantized:
+        if v < (0, 14):
+            return 0.0
+    elif not (quant.method == "fp8" and quant.block is not None and cc[0] == 9 and v >= (0, 17)):
+        return 0.0
+    m = tokens if v >= (0, 18) else min(tokens, MODULAR_MOE_CHUNK)
+    n = moe.expert_intermediate // tp
+    k = arch.hidden_size
+    ws13 = max(m * moe.top_k * max(n, k), m * k) * d
+    ws2 = m * moe.top_k * max(2 * n, k) * d
+    return float(-(-ws13 // 256) * 256 + -(-ws2 // 256) * 256)
 
 
 def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: Collection[str]) -> float:
@@ -150,20 +193,28 @@ def activation_peak(
     mm_limits: Mapping[str, int] | None = None,
     num_sms: int = DEFAULT_SMS,
     cc: tuple[int, int] = (9, 0),
+    quant: QuantSpec | None = None,
 ) -> float:
     tokens = mnbt
     H = arch.hidden_size
-    mlp = _mlp_activation(arch, tokens, tp, d, stage_mlp)
+    workspace = moe_workspace_bytes(arch, tokens, tp, d, vinfo, quant, cc, stage_mlp)
+    if workspace and arch.moe is not None:
+        # the workspace replaces the per-call MoE caches; the router's logits remain
+        dense = tuple(k for k in stage_mlp if k != "moe")
+        mlp = max(_mlp_activation(arch, tokens, tp, d, dense), tokens * arch.moe.num_experts * 4)
+    else:
+        mlp = _mlp_activation(arch, tokens, tp, d, stage_mlp)
     attn = 0.0 if vinfo.extensible else _attn_activation(arch, tokens, tp, d)
     if arch.mamba is not None and "mamba" in stage_kinds:
         m = arch.mamba
         width = (2 * m.k_heads * m.k_dim + 2 * m.v_heads * m.v_dim) if m.kind == "gdn" else 2 * m.intermediate
         attn = max(attn, tokens * width / tp * d * 1.5)
-    a = tokens * H * d * 2 + max(mlp, attn)
+    a = tokens * H * d * 2 + max(mlp, attn) + workspace
     if last_stage:
         # The sampler runs after the forward pass; the torch peak is the larger of the two.
         rows = min(max_num_seqs, mnbt)
-        a = max(a, tokens * H * d + sampler_bytes(vinfo, rows, arch.vocab_size, H, d, num_sms, cc))
+        sampler = sampler_bytes(vinfo, rows, arch.vocab_size, H, d, num_sms, cc)
+        a = max(a, tokens * H * d + sampler + workspace)
     if first_stage and towers and arch.vision is not None:
         peak, kept = _encoder_activation(
             arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {}, vinfo.version
