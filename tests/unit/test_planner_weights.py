@@ -19,6 +19,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.weights import (
     checkpoint_bytes,
     get_pp_indices,
+    mla_absorbed_bytes,
     parameter_count,
     stage_bytes,
 )
@@ -161,3 +162,18 @@ def test_config_without_dtype_is_planned_as_16_bit() -> None:
     assert not any(
         "float32" in w or "differs from the config-based estimate" in w for w in result["warnings"]
     )
+
+
+def test_mla_keeps_a_dequantized_kv_b_proj_for_its_absorbed_matmuls() -> None:
+    """DeepSeek-R1-0528 (FP8 blocks) at TP 8, vLLM 0.18.0 on H200: "Model loading took 79.74 GiB" (Red Hat
+    sweep, ashishkamra/vllm-memory-estimator @ 8b0e21d test_data/validation_db.json, record 68f57fee).
+    MLA's process_weights_after_loading keeps W_UK_T / W_UV as a bf16 copy of the FP8 kv_b_proj: 512 x
+    (128 / 8) heads x (128 + 128) x 2 B per layer, 0.24 GiB over 61 layers; a bf16 kv_b_proj is only
+    viewed, and the checkpoint does not hold the copy."""
+    cfg = config("deepseek-ai__DeepSeek-R1")
+    arch = resolve(cfg)
+    q = resolve_quant(arch.quant_config, None)
+    assert mla_absorbed_bytes(arch, q, 2, 8) == 512 * 16 * 256 * 2
+    assert mla_absorbed_bytes(arch, NONE, 2, 8) == 0
+    (w,) = stage_bytes(arch, q, 2, 8, 1, cc=(9, 0))
+    assert w / (1 << 30) == pytest.approx(79.74, rel=0.003)

@@ -279,6 +279,21 @@ def rope_cache_bytes(arch: ModelArch, d: int) -> float:
     return float(positions * rot * d)
 
 
+_ATTENTION_KINDS = ("full", "sliding", "chunked")  # ModelArch.layer_kinds with an attention layer
+
+
+def mla_absorbed_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int) -> float:
+    """Per MLA layer: the model-dtype copy of a quantized kv_b_proj that vLLM keeps for its absorbed
+    matmuls. ``process_weights_after_loading`` (v1/attention/backends/mla/common.py 0.9.2-0.11,
+    model_executor/layers/attention/mla_attention.py 0.18-0.34): "we currently do not have quantized
+    bmm's which are needed for `W_UV` and `W_UK_T`, we just store fp16/bf16 copies"; an unquantized
+    kv_b_proj is only viewed. Loaded with the weights, so in "Model loading took"; not in the checkpoint."""
+    m = arch.mla
+    if m is None or not (q.is_quantized and q.attn_quantized and q.method != "mxfp4"):
+        return 0.0
+    return m.kv_lora_rank * arch.num_heads / tp * (m.qk_nope_head_dim + m.v_head_dim) * d
+
+
 def tower_bytes(arch: ModelArch, d: int, tp: int) -> float:
     p = (arch.vision.params if arch.vision else 0) + arch.audio_params
     return p / tp * d
@@ -331,7 +346,9 @@ def stage_bytes(
                     b += _embed_bytes(arch, d, tp)
             else:
                 b += _head_bytes(arch, q, d, tp)
-        b += rope_cache_bytes(arch, d)
+        b += rope_cache_bytes(arch, d) + mla_absorbed_bytes(arch, q, d, tp) * sum(
+            1 for i in range(start, end) if arch.layer_kinds[i] in _ATTENTION_KINDS
+        )
         out.append(b)
     result = tuple(out)
     if len(_STAGE_CACHE) > 4096:
