@@ -346,9 +346,10 @@ def stage_bytes(
                     b += _embed_bytes(arch, d, tp)
             else:
                 b += _head_bytes(arch, q, d, tp)
-        b += rope_cache_bytes(arch, d) + mla_absorbed_bytes(arch, q, d, tp) * sum(
-            1 for i in range(start, end) if arch.layer_kinds[i] in _ATTENTION_KINDS
-        )
+        b += rope_cache_bytes(arch, d)
+        absorbed = mla_absorbed_bytes(arch, q, d, tp)
+        if absorbed:
+            b += absorbed * sum(1 for i in range(start, end) if arch.layer_kinds[i] in _ATTENTION_KINDS)
         out.append(b)
     result = tuple(out)
     if len(_STAGE_CACHE) > 4096:
