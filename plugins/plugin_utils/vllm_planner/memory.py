@@ -100,16 +100,22 @@ def moe_workspace_bytes(
     return float(-(-ws13 // 256) * 256 + -(-ws2 // 256) * 256)
 
 
-def _mlp_activation(arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: Collection[str]) -> float:
+def _mlp_activation(
+    arch: ModelArch, tokens: int, tp: int, d: int, mlp_kinds: Collection[str], moe_caches: bool = True
+) -> float:
+    """The MLP's transient peak; ``moe_caches=False`` where the experts' caches live in the persistent
+    workspace (moe_workspace_bytes) and only the router logits and shared experts come and go."""
     H = arch.hidden_size
     peak = 0.0
     if "dense" in mlp_kinds:
         peak = max(peak, tokens * 2 * arch.intermediate_size / tp * d * 1.5)
     if arch.moe is not None and "moe" in mlp_kinds:
         moe = arch.moe
-        m = min(tokens, FUSED_MOE_CHUNK)
-        n = moe.expert_intermediate / tp
-        work = m * moe.top_k * (max(2 * n, H) + n) * d + tokens * moe.num_experts * 4
+        work = tokens * moe.num_experts * 4
+        if moe_caches:
+            m = min(tokens, FUSED_MOE_CHUNK)
+            n = moe.expert_intermediate / tp
+            work += m * moe.top_k * (max(2 * n, H) + n) * d
         if moe.shared_intermediate:
             work += tokens * 2 * moe.shared_intermediate / tp * d * 1.5
         peak = max(peak, work)
@@ -198,12 +204,7 @@ def activation_peak(
     tokens = mnbt
     H = arch.hidden_size
     workspace = moe_workspace_bytes(arch, tokens, tp, d, vinfo, quant, cc, stage_mlp)
-    if workspace and arch.moe is not None:
-        # the workspace replaces the per-call MoE caches; the router's logits remain
-        dense = tuple(k for k in stage_mlp if k != "moe")
-        mlp = max(_mlp_activation(arch, tokens, tp, d, dense), tokens * arch.moe.num_experts * 4)
-    else:
-        mlp = _mlp_activation(arch, tokens, tp, d, stage_mlp)
+    mlp = _mlp_activation(arch, tokens, tp, d, stage_mlp, moe_caches=not workspace)
     attn = 0.0 if vinfo.extensible else _attn_activation(arch, tokens, tp, d)
     if arch.mamba is not None and "mamba" in stage_kinds:
         m = arch.mamba
