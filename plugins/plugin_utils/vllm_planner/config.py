@@ -125,6 +125,10 @@ class MambaSpec:
     state_dtype_bytes: int | None = None
 
 
+# ModelArch.layer_kinds that hold an attention layer (the others: mamba, none).
+ATTENTION_KINDS = ("full", "sliding", "chunked")
+
+
 @dataclass(frozen=True, slots=True)
 class VisionSpec:
     hidden: int
@@ -192,7 +196,7 @@ class ModelArch:
 
     @property
     def attention_layers(self) -> int:
-        return sum(1 for k in self.layer_kinds if k in ("full", "sliding", "chunked"))
+        return sum(1 for k in self.layer_kinds if k in ATTENTION_KINDS)
 
     @property
     def no_fp16(self) -> bool:

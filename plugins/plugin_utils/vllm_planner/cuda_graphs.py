@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from .config import ModelArch
+from .config import ATTENTION_KINDS, ModelArch
 from .errors import MIB
 from .memory import StageMemory, _mlp_activation
 from .quant import QuantSpec
@@ -140,9 +140,6 @@ def _listed(version: tuple[int, int, int]) -> frozenset[str]:
     return listed
 
 
-_ATTENTION_KINDS = ("full", "sliding", "chunked")  # ModelArch.attention_layers' kinds
-
-
 def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
     """'v2' or 'v1': the GPU model runner vLLM picks by default (VLLM_USE_V2_MODEL_RUNNER unset).
 
@@ -165,7 +162,7 @@ def model_runner(arch: ModelArch, vinfo: VersionInfo, quant: QuantSpec) -> str:
     elif v < (0, 25):
         ok = listed
     else:
-        attention_free = not any(k in _ATTENTION_KINDS for k in arch.layer_kinds)
+        attention_free = not any(k in ATTENTION_KINDS for k in arch.layer_kinds)
         if hybrid and (v < (0, 27) or not listed):
             ok = False
         else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .config import ModelArch
+from .config import ATTENTION_KINDS, ModelArch
 from .errors import PlanInputError
 from .quant import QuantSpec
 
@@ -87,9 +87,14 @@ def _lin(params: float, bpp: float) -> float:
     return params * bpp
 
 
+def _attn_quantized(q: QuantSpec) -> bool:
+    """Whether the checkpoint quantizes the attention projections (MXFP4 quantizes only the experts)."""
+    return q.is_quantized and q.attn_quantized and q.method != "mxfp4"
+
+
 def _attn_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int) -> float:
     H = arch.hidden_size
-    bpp = q.linear_bpp if (q.is_quantized and q.attn_quantized and q.method != "mxfp4") else d
+    bpp = q.linear_bpp if _attn_quantized(q) else d
     if arch.mla is not None:
         m = arch.mla
         nq = arch.num_heads
@@ -279,9 +284,6 @@ def rope_cache_bytes(arch: ModelArch, d: int) -> float:
     return float(positions * rot * d)
 
 
-_ATTENTION_KINDS = ("full", "sliding", "chunked")  # ModelArch.layer_kinds with an attention layer
-
-
 def mla_absorbed_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int) -> float:
     """Per MLA layer: the model-dtype copy of a quantized kv_b_proj that vLLM keeps for its absorbed
     matmuls. ``process_weights_after_loading`` (v1/attention/backends/mla/common.py 0.9.2-0.11,
@@ -289,7 +291,7 @@ def mla_absorbed_bytes(arch: ModelArch, q: QuantSpec, d: int, tp: int) -> float:
     bmm's which are needed for `W_UV` and `W_UK_T`, we just store fp16/bf16 copies"; an unquantized
     kv_b_proj is only viewed. Loaded with the weights, so in "Model loading took"; not in the checkpoint."""
     m = arch.mla
-    if m is None or not (q.is_quantized and q.attn_quantized and q.method != "mxfp4"):
+    if m is None or not _attn_quantized(q):
         return 0.0
     return m.kv_lora_rank * arch.num_heads / tp * (m.qk_nope_head_dim + m.v_head_dim) * d
 
@@ -326,6 +328,7 @@ def stage_bytes(
         return hit[2]
     per_layer: dict[tuple[str, str], float] = {}
     out = []
+    absorbed = mla_absorbed_bytes(arch, q, d, tp)
     for rank in range(pp):
         start, end = get_pp_indices(arch.num_layers, rank, pp)
         b = 0.0
@@ -347,9 +350,8 @@ def stage_bytes(
             else:
                 b += _head_bytes(arch, q, d, tp)
         b += rope_cache_bytes(arch, d)
-        absorbed = mla_absorbed_bytes(arch, q, d, tp)
         if absorbed:
-            b += absorbed * sum(1 for i in range(start, end) if arch.layer_kinds[i] in _ATTENTION_KINDS)
+            b += absorbed * sum(1 for i in range(start, end) if arch.layer_kinds[i] in ATTENTION_KINDS)
         out.append(b)
     result = tuple(out)
     if len(_STAGE_CACHE) > 4096:
