@@ -21,6 +21,7 @@ vllm_serving_adapters(models, root)              every LoRA adapter of a host's 
 vllm_serving_adapters_resolved(adapters, commits)  adapters pointed at the commits their refs name
 vllm_serving_lora(adapters, adapter_configs, vllm_version, root)  per model: LoRA options, modules, mounts
 vllm_serving_lora_changes(models_body, model, declared)  the adapters to load and unload at runtime
+vllm_serving_model_features(config, tokenizer_config, settings, vllm_version, name)  task, parsers, flags
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -41,6 +42,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     gateway,
     lora,
     mig,
+    model_features,
 )
 
 
@@ -68,6 +70,7 @@ class FilterModule:
             "vllm_serving_adapters_resolved": lora.resolve,
             "vllm_serving_lora": lora.launch,
             "vllm_serving_lora_changes": lora.runtime_changes,
+            "vllm_serving_model_features": model_features.model_features,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,

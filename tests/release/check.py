@@ -101,6 +101,7 @@ def check(version: str, serve_help: str, bench_help: str, metrics_source: str) -
             version,
             "vllm bench serve",
         ),
+        *release_drift.parser_drift(serve_help, version),
         *release_drift.metric_drift(
             {path: expressions(path, (ROOT / path).read_text()) for path in METRIC_USERS},
             release_drift.source_metrics(metrics_source),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import model_features
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import release_drift
 from release import check
 
@@ -107,3 +108,23 @@ def test_only_expressions_are_read_from_a_dashboard() -> None:
 def test_a_folded_rule_expression_is_one_line() -> None:
     rules = "      - alert: A\n        expr: >-\n          vllm:a\n          or vllm:b\n        for: 5m\n"
     assert check.expressions("r.yml.j2", rules) == "vllm:a or vllm:b"
+
+
+def test_every_tool_parser_claimed_for_the_lab_release_is_offered() -> None:
+    offered = model_features.parser_choices(SERVE)
+    assert {"hermes", "llama3_json", "mistral", "openai", "qwen3_coder", "deepseek_v3"} <= offered
+    assert len(offered) > 40
+    assert release_drift.parser_drift(SERVE, "0.32.0") == []
+
+
+def test_a_claimed_parser_the_help_lacks_is_named_with_the_release() -> None:
+    help_text = SERVE.replace(",hermes,", ",")
+    problems = check.check("0.32.0", help_text, BENCH, METRICS)
+    assert problems == [
+        "vLLM 0.32.0 `vllm serve --tool-call-parser` has no hermes (model_features.TOOL_PARSERS claims it "
+        "since 0.8.0): fix the table's release for hermes"
+    ]
+
+
+def test_a_help_without_parser_choices_offers_none() -> None:
+    assert model_features.parser_choices("  --tool-call-parser TOOL_CALL_PARSER\n") == frozenset()

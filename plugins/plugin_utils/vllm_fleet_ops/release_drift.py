@@ -2,7 +2,8 @@
 
 vLLM renames and removes flags and metrics between releases. The inputs are read from the release itself
 (`vllm serve --help=all`, `vllm bench serve --help=all`, the metric names in its source), so a check against
-them fails naming the flag or metric, where vllm-fleet uses it, and the release.
+them fails naming the flag or metric, where vllm-fleet uses it, and the release. The tool-call parser names
+model_features claims for a release are checked against the choices its help offers (parser_drift).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from ..fleet_serving import model_features
 from ..fleet_serving.deploy import ROLE_FLAGS
 from ..vllm_planner.options import OPTIONS
 
@@ -90,3 +92,8 @@ def metric_drift(sources: Mapping[str, str], known: Iterable[str], version: str)
                         f"removed it; use its new name (with `or {name}` for older releases)"
                     )
     return problems
+
+
+def parser_drift(serve_help: str, version: str) -> list[str]:
+    """One line per tool-call parser model_features claims for ``version`` that its help does not offer."""
+    return model_features.parser_table_drift(serve_help, version)
