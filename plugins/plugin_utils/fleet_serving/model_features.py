@@ -123,6 +123,14 @@ _DEEPSEEK_TOOLS = "<｜tool▁calls▁begin｜>"
 _THINK_PROMPT = re.compile(r"add_generation_prompt[\s\S]{0,400}?<think>")
 
 
+def _r1_style(template: str) -> bool:
+    """A DeepSeek-R1 (or distill, or QwQ) template: the generation prompt opens <think>, or the first R1
+    release's template, which drops the reasoning before </think> from past assistant turns."""
+    if _THINK_PROMPT.search(template):
+        return True
+    return "<｜Assistant｜>" in template and "split('</think>')" in template and "thinking" not in template
+
+
 def _template_text(tokenizer_config: Mapping[str, Any] | None) -> str:
     """The chat template(s) as one text: a string, or every ``template`` of a named list."""
     if not tokenizer_config:
@@ -219,7 +227,7 @@ def _detect_tool_parser(
     if family == "gpt_oss":
         return "openai", f"gpt-oss speaks harmony: {_DOC_TOOLS} 'OpenAI OSS Models (openai)'"
     if _DEEPSEEK_TOOLS in template:
-        if _THINK_PROMPT.search(template):
+        if _r1_style(template):
             return None, (
                 f"DeepSeek-R1 style template: {_DOC_REASONING} marks tool calling unsupported for the R1 "
                 "series; R1-0528 works with tool_call_parser: deepseek_v3 and "
@@ -272,9 +280,10 @@ def _detect_reasoning_parser(config: Mapping[str, Any], template: str) -> tuple[
         return "glm45", f"GLM-4.5 <think> template: {_DOC_REASONING} 'GLM-4.5 series'"
     if _DEEPSEEK_TOOLS in template and "thinking" in template and "</think>" in template:
         return "deepseek_v3", f"DeepSeek V3.1 thinking switch: {_DOC_REASONING} 'DeepSeek-V3.1'"
-    if _THINK_PROMPT.search(template):
+    if _r1_style(template):
         return "deepseek_r1", (
-            f"the generation prompt opens <think>: {_DOC_REASONING} 'DeepSeek R1 series', 'QwQ-32B'"
+            f"DeepSeek-R1 style template (<think> prompt or </think> split): {_DOC_REASONING} "
+            "'DeepSeek R1 series', 'QwQ-32B'"
         )
     if family == "granite" and "thinking" in template:
         return "granite", f"Granite 3.2 thinking switch: {_DOC_REASONING} 'IBM Granite 3.2'"
