@@ -11,9 +11,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import ansible.errors
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
+from ansible.utils.vars import load_extra_vars
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check import (
+    GPU_PROFILE_VAR,
     REMOVED,
     Unresolved,
     load_catalogue,
@@ -22,6 +25,12 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_ch
 
 ARGUMENT_SPEC = {"hosts": {"type": "list", "elements": "str"}}
 _UNDEFINED = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
+# A template that can never render (2.17/2.18 wrap Jinja's errors in a plain AnsibleError with these words);
+# a failing lookup or a vault secret without its password only needs what the deployment has.
+_SYNTAX = getattr(ansible.errors, "AnsibleTemplateSyntaxError", None)
+_TEMPLATE_WORDS = re.compile(
+    r"template error while templating string|Syntax error in template|No (filter|test) named"
+)
 
 try:  # ansible-core 2.19+
     from ansible.parsing.vault import EncryptedString as _Encrypted
@@ -48,6 +57,7 @@ class ActionModule(ActionBase):
                 continue
             templar = self._templar.copy_with_new_env(available_variables=raw)
             names = [n for n in raw if (cat.governs(n) or n in REMOVED) and not n.startswith("__")]
+            names += [GPU_PROFILE_VAR] if GPU_PROFILE_VAR in raw else []
             hosts[host] = {name: self._render(templar, raw[name]) for name in names}
             cached = raw.get("ansible_facts") or {}
             facts[host] = cached.get("nvidia_gpu") if isinstance(cached, Mapping) else None
@@ -63,7 +73,7 @@ class ActionModule(ActionBase):
         if config_dir is None and sources:
             config_dir = sources[0] if os.path.isdir(sources[0]) else os.path.dirname(sources[0])
         problems, planned = validate_inventory(
-            hosts, groups, sources, os.getcwd(), cat, facts, config_dir or "."
+            hosts, groups, sources, os.getcwd(), cat, facts, config_dir or ".", self._extra_var_names()
         )
         result.update(changed=False, problems=problems, checked=len(hosts), planned=planned)
         if problems:
@@ -96,13 +106,20 @@ class ActionModule(ActionBase):
             found = _UNDEFINED.search(str(exc))
             return Unresolved("undefined", found.group(1) if found else str(exc).splitlines()[0])
         except AnsibleError as exc:
-            return Unresolved(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return _unrendered(exc)
         if isinstance(rendered, _Encrypted):
             return Unresolved("vault-encrypted")
         try:
             return self._plain(rendered)
         except AnsibleError as exc:
             return Unresolved(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def _extra_var_names(self) -> set[str]:
+        """The variables given as extra vars (-e, or an AWX credential): they win over every file."""
+        try:
+            return set(load_extra_vars(self._loader))
+        except (AnsibleError, KeyError, TypeError):
+            return set()
 
     def _plain(self, value: Any) -> Any:
         if isinstance(value, _Encrypted):
@@ -114,3 +131,11 @@ class ActionModule(ActionBase):
         if isinstance(value, str):
             return str(value)  # a vault secret decrypts here, or fails without its password
         return value
+
+
+def _unrendered(exc: AnsibleError) -> Unresolved:
+    """A template that failed: an ``error`` to report when it can never render, else not judged here."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if (_SYNTAX is not None and isinstance(exc, _SYNTAX)) or _TEMPLATE_WORDS.search(first):
+        return Unresolved("template error", error=first.split(". String:", 1)[0].rstrip("."))
+    return Unresolved(first)

@@ -17,10 +17,17 @@ description:
   - Plans each C(fleet_plan_models) entry whose C(config) is a file on the control node and whose group's
     GPU facts are in the fact cache, and fails when that plan is infeasible; the other pairs need the hosts
     and are planned by C(playbooks/plan.yml) (which fails on an infeasible plan) and by the serve stage.
+  - What each host serves - adapter names unique and apart from their base model, an adapter trained for
+    another base model (its C(adapter_config.json) read where the control node has it), no flag in
+    C(extra_args) that the planner, the role or a serving group owns, GPU indexes the host has - and the GPU
+    groups (one GPU type each, one per host; GPUs known from cached facts or the lab's C(lab_gpu_profile)),
+    and C(gateway_affinity_models) keyed by served names.
   - Each value is rendered for its host; a vault secret without its password, or a lookup of a file that the
-    deployment writes later, is not judged. A reference to a variable that is not defined is a problem.
-  - Fails with one line per problem, each naming the inventory file, the variable, what is wrong and the fix;
-    a problem of a group's variables is told once.
+    deployment writes later, is not judged. A reference to a variable that is not defined, or a template that
+    can never render (a misspelt filter, a syntax error), is a problem.
+  - Fails with one line per problem, each naming the inventory file (or C(extra vars (-e)) for a variable given
+    as an extra var, which wins over every file), the variable, what is wrong and the fix; a problem of a
+    group's variables is told once.
   - Runs on the control node whatever the task's host (an action plugin); never changes anything.
 options:
   hosts:

@@ -316,3 +316,130 @@ def test_the_lab_pins_its_cpu_build_apart_from_the_fleet_default():
         "vllm-fleet/vllm-cpu:0.32.0",
         "0.32.0",
     )
+
+
+# --- issue #29: template errors, extra vars, adapters, flags, GPU groups --------------------------
+
+
+def test_a_template_that_cannot_render_is_named_and_not_replaced_by_the_fleet_image():
+    broken = ic.Unresolved("template error", error="Syntax error in template: No filter named 'trimm'")
+    hosts = fleet(g1={"vllm_server_image": broken}, gw={"vllm_fleet_api_key": broken})
+    found = check(hosts, GROUPS, CHILDREN, CAT)
+    assert sorted((p.host, p.variable) for p in found) == [
+        ("g1", "vllm_server_image"),
+        ("gw", "vllm_fleet_api_key"),
+    ]
+    assert all("No filter named 'trimm'" in p.what and "correct the template" in p.fix for p in found)
+
+
+def test_extra_vars_win_over_the_files_and_are_named():
+    inventory = ROOT / "inventories" / "lab"
+    hosts = {"lab-gateway": {"vllm_fleet_api_key": "short"}}
+    groups = {"all": ["lab-gateway"], "gateways": ["lab-gateway"], "ungrouped": []}
+    lines, _ = ic.validate_inventory(hosts, groups, [str(inventory)], str(ROOT), CAT)
+    assert [line.split(": ", 1)[0] for line in lines if ": vllm_fleet_api_key: " in line] == [
+        "inventories/lab/group_vars/all/lab.yml"
+    ]
+    lines, _ = ic.validate_inventory(
+        hosts, groups, [str(inventory)], str(ROOT), CAT, extra_vars={"vllm_fleet_api_key"}
+    )
+    [line] = [line for line in lines if ": vllm_fleet_api_key: " in line]
+    assert line.startswith("extra vars (-e): vllm_fleet_api_key: ")
+    assert "Fix: pass a valid vllm_fleet_api_key in the extra vars" in line
+
+
+@pytest.mark.parametrize(
+    ("adapters", "variable", "fix"),
+    [
+        (
+            [{"name": "m-sql", "path": "/a"}, {"name": "m-sql", "path": "/b"}],
+            "vllm_server_models[0].adapters[1].name",
+            "give every served model and adapter of a host its own name",
+        ),
+        ([{"name": "m", "path": "/a"}], "vllm_server_models[0].adapters[0].name", "a name of its own"),
+        (
+            [{"name": "m-sql", "path": "/trained-on-qwen"}],
+            "vllm_server_models[0].adapters[0]",
+            "serve the adapter under a model of Qwen/Qwen2.5-7B",
+        ),
+    ],
+)
+def test_adapter_names_and_base_models(adapters, variable, fix):
+    served = [{"name": "m", "path": "/srv/models/org/m/main", "port": 8000, "adapters": adapters}]
+    configs = {
+        "/trained-on-qwen/adapter_config.json": '{"base_model_name_or_path": "Qwen/Qwen2.5-7B", "r": 8}',
+        "/a/adapter_config.json": '{"base_model_name_or_path": "ORG/M", "r": 8}',  # case aside, org/m
+    }
+    found, _ = ic.check_inventory(
+        fleet(g1={"vllm_server_models": served}), GROUPS, CHILDREN, CAT, read=configs.get
+    )
+    assert [(p.variable, fix in p.fix) for p in found if p.host == "g1"] == [(variable, True)]
+
+
+def test_an_adapter_whose_config_is_only_on_the_hosts_is_not_judged():
+    served = [{"name": "m", "path": "/p", "port": 8000, "adapters": [{"name": "a", "path": "/nowhere-here"}]}]
+    found, _ = ic.check_inventory(
+        fleet(g1={"vllm_server_models": served}), GROUPS, CHILDREN, CAT, read=lambda p: None
+    )
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fix"),
+    [
+        (["--max-num-seqs", "32"], "overrides.max_num_seqs instead"),
+        (["--tensor-parallel-size=2"], "overrides.tensor_parallel_size instead"),
+        (["--port", "9000"], "it comes from vllm_server_models[].port"),
+        (["--nnodes", "2"], "vllm_fleet_serving_groups sets it"),
+    ],
+)
+def test_extra_args_may_not_set_the_flags_the_planner_or_the_role_own(args, fix):
+    served = [{"name": "m", "path": "/p", "port": 8000, "extra_args": args}]
+    found = [p for p in check(fleet(g1={"vllm_server_models": served}), GROUPS, CHILDREN, CAT)]
+    assert [p.variable for p in found] == ["vllm_server_models[0].extra_args"] and fix in found[0].fix
+    ok = [{"name": "m", "path": "/p", "port": 8000, "extra_args": ["--enable-prefix-caching"]}]
+    assert problems(fleet(g1={"vllm_server_models": ok})) == []
+
+
+def test_gpu_indexes_beyond_the_host_where_its_gpus_are_known():
+    served = [{"name": "m", "path": "/p", "port": 8000, "gpus": [0, 8]}]
+    hosts = fleet(
+        g1={"vllm_server_models": served, "lab_gpu_profile": "h200x1"}, g2={"vllm_server_models": served}
+    )
+    found = check(hosts, GROUPS, CHILDREN, CAT)
+    # g2's GPUs are known to its hosts only (not judged), so the group h100 is not held to differ either
+    assert [(p.host, p.variable) for p in found] == [("g1", "vllm_server_models[0].gpus[1]")]
+    assert "list GPUs 0-0 of g1" in found[0].fix
+
+
+@pytest.mark.parametrize(
+    ("profile", "known"),
+    [
+        ("h200x1", ("H200", 1)),
+        ("rtx4060tix2", ("RTX4060TI", 2)),
+        ("h100x1-mig", ("H100", 1)),
+        ("no-devices", None),
+    ],
+)
+def test_the_gpus_of_a_lab_profile(profile, known):
+    gpus = ic.gpus.host_gpus({"lab_gpu_profile": profile}, None)
+    assert (gpus and (gpus.kind, gpus.count)) == known
+
+
+def test_gpu_groups_one_type_each_and_one_group_per_host():
+    groups = {**GROUPS, "a100": ["g2"]}
+    children = {**CHILDREN, "gpu_nodes": ["h100", "a100"]}
+    found = check(fleet(), groups, children, CAT)
+    assert [(p.variable, p.host) for p in found] == [("a100", "")]
+    assert "g2 is also in GPU group h100" in found[0].what
+    hosts = fleet(g1={"lab_gpu_profile": "h100x8"}, g2={"lab_gpu_profile": "h200x1"})
+    [mixed] = check(hosts, GROUPS, CHILDREN, CAT)
+    assert mixed.variable == "h100" and "g1 has 8x H100" in mixed.what and "1x H200" in mixed.fix
+
+
+def test_affinity_for_a_model_no_backend_serves():
+    found = [
+        p for p in check(fleet(gw={"gateway_affinity_models": {"n": {"key": "user"}}}), GROUPS, CHILDREN, CAT)
+    ]
+    assert [(p.host, p.variable) for p in found] == [("gw", "gateway_affinity_models['n']")]
+    assert "key it by a served name (m)" in found[0].fix

@@ -67,7 +67,11 @@ def test_members_with_other_gpus_than_rank0():
     assert lines(fleet(["llama"]), facts=facts) == [
         "g1: vllm_fleet_serving_groups: serving group llama: host g2 has 4x NVIDIA H100 80GB HBM3 "
         "(81559 MiB) but g1 (rank 0) has 8x NVIDIA H100 80GB HBM3 (81559 MiB); one replica runs the same "
-        "split on every member. Fix: move g2 out of group llama, or give it the same GPUs"
+        "split on every member. Fix: move g2 out of group llama, or give it the same GPUs",
+        # g1 and g2 are in GPU group h100 as well: told once for it
+        "inventory: h100: mixes GPUs: g1 has 8x NVIDIA H100 80GB HBM3 (cached GPU facts) but g2 has 4x "
+        "NVIDIA H100 80GB HBM3 (cached GPU facts); the group is planned once, on one host's GPUs. Fix: give "
+        "the hosts with 4x NVIDIA H100 80GB HBM3 a GPU group of their own (a child group of gpu_nodes)",
     ]
 
 

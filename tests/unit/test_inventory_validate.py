@@ -32,6 +32,9 @@ class Mutation:
     edit: Callable[[Any], Any]  # the file's YAML data -> mutated data (in place or returned)
     variable: str  # the exact variable (path) the problem line names
     fix: str  # text of the fix the line gives
+    source: str = ""  # where the line says the value comes from (its label ends so), when asserted
+    extra: tuple[str, ...] = ()  # extra ansible-playbook arguments (-e ...)
+    not_named: tuple[str, ...] = ()  # variables no line may name (a wrong fix proposed elsewhere)
 
 
 def setvar(name: str, value: Any) -> Callable[[Any], Any]:
@@ -79,6 +82,36 @@ def item_rename(name: str, index: int, old: str, new: str) -> Callable[[Any], An
     return edit
 
 
+def adapter(index: int, key: str, value: Any) -> Callable[[Any], Any]:
+    """Set a key of the lab model's adapter ``index``."""
+
+    def edit(data: Any) -> Any:
+        data["vllm_server_models"][0]["adapters"][index][key] = value
+        return data
+
+    return edit
+
+
+def unchanged(data: Any) -> Any:
+    return data
+
+
+def lab_gpu_groups(h200: list[str], h100: list[str]) -> Callable[[Any], Any]:
+    """The lab's GPU groups with these hosts (each keeps its variables); an empty list drops the group."""
+
+    def edit(data: Any) -> Any:
+        nodes = data["all"]["children"]["gpu_nodes"]["children"]
+        hosts = {**nodes["lab_h200"]["hosts"], **nodes["lab_h100"]["hosts"]}
+        for group, members in (("lab_h200", h200), ("lab_h100", h100)):
+            if members:
+                nodes[group] = {"hosts": {h: hosts[h] for h in members}}
+            else:
+                nodes.pop(group)
+        return data
+
+    return edit
+
+
 def empty_group(path: list[str]) -> Callable[[Any], Any]:
     def edit(data: Any) -> Any:
         node = data
@@ -91,6 +124,8 @@ def empty_group(path: list[str]) -> Callable[[Any], Any]:
 
 
 GPU_SERVER = "group_vars/gpu_nodes/vllm_server.yml"
+EXTRA_VARS = "extra vars (-e)"
+OTHER_BASE = str(ROOT / "tests" / "data" / "inventory" / "adapter-for-qwen")
 GATEWAY = "group_vars/gateways/gateway.yml"
 LAB_WEIGHTS = "group_vars/all/model_weights.yml"
 LAB_KEY = "group_vars/all/lab.yml"
@@ -540,6 +575,109 @@ MUTATIONS = [
         "gateway_backend_group",
         "set it to the group of the serving hosts (gpu_nodes)",
     ),
+    # issue #29: what passed validate, or was blamed on the wrong file
+    M(
+        "key-template-error",
+        LAB,
+        LAB_KEY,
+        setvar("vllm_fleet_api_key", "{{ 'lab-backend-key-0123456789abcdef' | trimm }}"),
+        "vllm_fleet_api_key",
+        "correct the template of vllm_fleet_api_key",
+        source=LAB_KEY,
+    ),
+    M(
+        "image-template-error",
+        LAB,
+        GPU_SERVER,
+        setvar("vllm_server_image", "{{ 'vllm-fleet/vllm-cpu:0.32.0' | trimm }}"),
+        "vllm_server_image",
+        "correct the template of vllm_server_image",
+        source=GPU_SERVER,
+        not_named=("vllm_server_vllm_version",),  # not held to the fleet's default image
+    ),
+    M(
+        "key-short-extra-vars",
+        LAB,
+        LAB_KEY,
+        unchanged,
+        "vllm_fleet_api_key",
+        "pass a valid vllm_fleet_api_key in the extra vars",
+        source=EXTRA_VARS,
+        extra=("-e", "vllm_fleet_api_key=short"),
+    ),
+    M(
+        "adapter-duplicate-name",
+        LAB,
+        GPU_SERVER,
+        adapter(1, "name", "tiny-lora-a"),
+        "vllm_server_models[0].adapters[1].name",
+        "give every served model and adapter of a host its own name",
+        source=GPU_SERVER,
+    ),
+    M(
+        "adapter-named-as-base",
+        LAB,
+        GPU_SERVER,
+        adapter(0, "name", "tiny"),
+        "vllm_server_models[0].adapters[0].name",
+        "give the adapter a name of its own",
+        source=GPU_SERVER,
+    ),
+    M(
+        "adapter-other-base-model",
+        LAB,
+        GPU_SERVER,
+        adapter(0, "path", OTHER_BASE),
+        "vllm_server_models[0].adapters[0]",
+        "serve the adapter under a model of Qwen/Qwen2.5-7B-Instruct, or use an adapter trained for "
+        "vllm-fleet-lab/tiny",
+        source=GPU_SERVER,
+    ),
+    M(
+        "affinity-unserved-model",
+        LAB,
+        GATEWAY,
+        setvar("gateway_affinity_models", {"tiny-chat": {"key": "user"}}),
+        "gateway_affinity_models['tiny-chat']",
+        "key it by a served name (tiny, tiny-lora-a, tiny-lora-b)",
+        source=GATEWAY,
+    ),
+    M(
+        "gpu-group-mixes-gpus",
+        LAB,
+        "hosts.yml",
+        lab_gpu_groups(["lab-gpu1", "lab-gpu2"], []),
+        "lab_h200",
+        "give the hosts with 8x H100 a GPU group of their own",
+        source="hosts.yml",
+    ),
+    M(
+        "host-in-two-gpu-groups",
+        LAB,
+        "hosts.yml",
+        lab_gpu_groups(["lab-gpu1", "lab-gpu2"], ["lab-gpu2"]),
+        "lab_h100",
+        "keep lab-gpu2 in one child group of gpu_nodes",
+        source="hosts.yml",
+    ),
+    M(
+        "extra-args-planner-flag",
+        LAB,
+        GPU_SERVER,
+        item("vllm_server_models", 0, "extra_args", ["--max-num-seqs", "32"]),
+        "vllm_server_models[0].extra_args",
+        "put it in vllm_server_models[0].overrides.max_num_seqs instead",
+        source=GPU_SERVER,
+    ),
+    M(
+        "gpus-beyond-the-host",
+        LAB,
+        GPU_SERVER,
+        item("vllm_server_models", 0, "gpus", [4]),
+        "vllm_server_models[0].gpus[0]",
+        "list GPUs 0-0 of lab-gpu1",
+        source=GPU_SERVER,
+    ),
 ]
 
 
@@ -564,7 +702,7 @@ def mutated_copy(mutation: Mutation, dest: Path) -> Path:
     return folder
 
 
-def run_validate(inventory: Path) -> subprocess.CompletedProcess[str]:
+def run_validate(inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -572,7 +710,7 @@ def run_validate(inventory: Path) -> subprocess.CompletedProcess[str]:
         ANSIBLE_FORCE_COLOR="0",
     )
     return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), "playbooks/validate.yml"],
+        ["ansible-playbook", "-i", str(inventory), "playbooks/validate.yml", *extra],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -608,7 +746,7 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.ident for m in MUTATIONS])
 def test_each_mistake_is_one_clear_line(mutation, tmp_path):
-    proc = run_validate(mutated_copy(mutation, tmp_path))
+    proc = run_validate(mutated_copy(mutation, tmp_path), *mutation.extra)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "Traceback" not in out
@@ -616,6 +754,10 @@ def test_each_mistake_is_one_clear_line(mutation, tmp_path):
     named = [line for line in lines if f": {mutation.variable}: " in line]
     assert named, f"no line names {mutation.variable}:\n" + "\n".join(lines) + out[-2000:]
     assert any(f"Fix: {mutation.fix}" in line for line in named), "\n".join(named)
+    if mutation.source:
+        labels = [line.split(f": {mutation.variable}: ", 1)[0] for line in named]
+        assert any(label.endswith(mutation.source) for label in labels), labels
+    assert not [line for line in lines for v in mutation.not_named if f": {v}: " in line], lines
     hosts = recap(proc.stdout)
     assert [line.split()[0] for line in hosts] == ["localhost"], hosts
     assert all(" changed=0 " in line for line in hosts), hosts

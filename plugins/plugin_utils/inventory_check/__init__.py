@@ -6,19 +6,22 @@
 - ``cross``: across roles: served models fetched, keys and tiers, hubs and revisions, groups, ports
 - ``serving_groups``: the hosts that serve one replica together agree (models, GPUs, rendezvous address)
 - ``mig``: models served on MIG instances: the selection, tensor parallelism 1, the ports they take
+- ``models``: adapter names and base models, flags in extra_args the planner owns, GPU indexes a host has
+- ``gpus``: a host's GPUs as the control node knows them; one GPU type per GPU group, one GPU group per host
 - ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
-- ``sources``: which inventory file sets a variable, so each problem names the file to edit once
+- ``sources``: which inventory file (or the extra vars) sets a variable, so each problem names it once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .argspec import check_option
 from .cross import (
     HostView,
+    check_affinity_models,
     check_backend_key,
     check_gateway,
     check_groups,
@@ -26,16 +29,21 @@ from .cross import (
     check_ports,
     check_served,
     check_weights,
+    served_names,
 )
+from .gpus import GPU_PROFILE_VAR, check_gpu_groups, host_gpus
 from .mig import check_mig
+from .models import Reader, check_models, read_local
 from .names import check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
 from .serving_groups import check_serving_groups
-from .sources import inventory_sources, short_path, where_from
+from .sources import EXTRA_VARS, inventory_sources, short_path, where_from
 from .specs import REMOVED, Catalogue, load_catalogue
 
 __all__ = [
+    "EXTRA_VARS",
+    "GPU_PROFILE_VAR",
     "REMOVED",
     "Catalogue",
     "Problem",
@@ -60,16 +68,19 @@ def check_inventory(
     cat: Catalogue | None = None,
     gpu_facts: Mapping[str, Any] | None = None,
     config_dir: str = ".",
+    read: Reader = read_local,
 ) -> tuple[list[Problem], int]:
     """Every problem of the inventory, and how many (GPU group, model) plans were made.
 
     ``hosts``: each host's variables (``Unresolved`` where a value cannot be judged here);
     ``groups``: group -> hosts (Ansible's ``groups``); ``children``: group -> child groups;
-    ``gpu_facts``: host -> cached ``nvidia_gpu`` facts; ``config_dir``: base of relative config paths."""
+    ``gpu_facts``: host -> cached ``nvidia_gpu`` facts; ``config_dir``: base of relative config paths;
+    ``read``: a file of the control node (an adapter's adapter_config.json), None where it is not here."""
     cat = cat or load_catalogue()
     children = children or {}
     problems: list[Problem] = []
     host_groups = {host: [g for g, members in groups.items() if host in members] for host in hosts}
+    gpus = {host: host_gpus(values, (gpu_facts or {}).get(host)) for host, values in hosts.items()}
     for host, values in hosts.items():
         problems += check_names(host, values, cat)
         for name, value in values.items():
@@ -91,13 +102,22 @@ def check_inventory(
             problems += check_served(view)
             problems += check_image_version(view)
             problems += check_mig(view, (gpu_facts or {}).get(host))
+            problems += check_models(view, gpus[host], read)
         problems += check_ports(view, member_of)
     first = next(iter(sorted(hosts)), "")
     some = HostView(first, hosts.get(first, {}), cat)
     problems += check_groups(groups, children, some.get("fleet_plan_models", []), first)
     views = {host: HostView(host, values, cat) for host, values in hosts.items()}
-    problems += check_serving_groups(
-        some.get("vllm_fleet_serving_groups", []), groups, views, gpu_facts or {}, first
+    problems += _check_affinity_models(views, groups, host_groups)
+    serving = some.get("vllm_fleet_serving_groups", [])
+    serving_found = check_serving_groups(serving, groups, views, gpu_facts or {}, first)
+    problems += serving_found
+    names = [e if isinstance(e, str) else e.get("group") for e in _entries_or_names(serving)]
+    serving_names = [n for n in names if isinstance(n, str)]
+    # a serving group whose members all have cached facts is compared by check_serving_groups
+    judged = [g for g in serving_names if groups.get(g) and all((gpu_facts or {}).get(h) for h in groups[g])]
+    problems += check_gpu_groups(
+        groups, children, serving_names, gpus, judged, one_group_each=not serving_found
     )
     found, planned = check_plans(
         some.get("fleet_plan_models", []),
@@ -113,13 +133,43 @@ def check_inventory(
     return problems + found, planned
 
 
+def _entries_or_names(value: Any) -> list[Any]:
+    return [e for e in value if isinstance(e, (str, Mapping))] if isinstance(value, list) else []
+
+
+def _check_affinity_models(
+    views: Mapping[str, HostView], groups: Mapping[str, Sequence[str]], host_groups: Mapping[str, list[str]]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for host, view in views.items():
+        if "gateways" not in host_groups[host]:
+            continue
+        backend = view.get("gateway_backend_group", "gpu_nodes")
+        if not isinstance(backend, str) or backend not in groups:
+            continue  # check_gateway tells an unknown backend group
+        members = [views[h] for h in groups[backend] if h in views]
+        problems += check_affinity_models(view, served_names(members), backend)
+    return problems
+
+
 # told with their own fix (from Vault) by check_backend_key and check_gateway
 _KEYS = ("vllm_fleet_api_key", "gateway_client_keys")
 
 
 def _undefined_references(host: str, path: str, value: Any) -> list[Problem]:
-    """Each value (at any depth) that refers to a variable the inventory does not define."""
+    """Each value (at any depth) that refers to a variable the inventory does not define, or whose template
+    can never render (a misspelt filter): it would pass here and break on the hosts."""
     if isinstance(value, Unresolved):
+        if value.error:
+            return [
+                Problem(
+                    path,
+                    f"its template cannot be rendered: {value.error}",
+                    f"correct the template of {path} (ansible-doc -t filter -l lists the filters), "
+                    "or set the value directly",
+                    host,
+                )
+            ]
         if not value.undefined or path.split("[", 1)[0] in _KEYS:
             return []
         return [
@@ -145,13 +195,30 @@ def validate_inventory(
     cat: Catalogue | None = None,
     gpu_facts: Mapping[str, Any] | None = None,
     config_dir: str = ".",
+    extra_vars: Collection[str] = (),
+    read: Reader = read_local,
 ) -> tuple[list[str], int]:
-    """One line per problem, naming the inventory file (or group/host), the variable, what is wrong and
-    the fix;
-    and how many (GPU group, model) plans were made (see ``check_plans``)."""
+    """One line per problem, naming the inventory file (or group/host, or the extra vars), the variable,
+    what is wrong and the fix; and how many (GPU group, model) plans were made (see ``check_plans``).
+
+    ``extra_vars``: the names given as extra vars (-e, an AWX credential); they win over every file."""
     found, children = inventory_sources(sources)
-    problems, planned = check_inventory(hosts, groups, children, cat, gpu_facts, config_dir)
+    problems, planned = check_inventory(hosts, groups, children, cat, gpu_facts, config_dir, read)
     host_groups = {host: [g for g, members in groups.items() if host in members] + ["all"] for host in hosts}
     where = where_from(found, host_groups, groups, cwd)
     where.update({("", scope): short_path(path, cwd) for (scope, var), path in found.items() if var == ""})
+    where.update({(host, var): EXTRA_VARS for host in [*hosts, ""] for var in extra_vars})
+    problems = [
+        _from_extra_vars(p) if where.get((p.host, _top(p.variable))) == EXTRA_VARS else p for p in problems
+    ]
     return format_problems(problems, where, groups), planned
+
+
+def _top(variable: str) -> str:
+    return variable.split("[", 1)[0].split(".", 1)[0]
+
+
+def _from_extra_vars(problem: Problem) -> Problem:
+    """Editing an inventory file would not help: the extra vars win over it."""
+    fix = f"pass a valid {_top(problem.variable)} in the extra vars (-e, or the AWX credential giving it)"
+    return Problem(problem.variable, problem.what, f"{fix}; {problem.fix}", problem.host)

@@ -237,6 +237,44 @@ def _check_affinity(view: HostView) -> list[Problem]:
     return [Problem(var, what, fix, view.host) for var, what, fix in found]
 
 
+def served_names(views: Sequence[HostView]) -> set[str] | None:
+    """Every model and adapter name the given hosts serve, or None when some cannot be read here."""
+    names: set[str] = set()
+    for view in views:
+        served = view.get("vllm_server_models", [])
+        if not isinstance(served, list):
+            return None
+        for entry in _entries(served):
+            # only the names matter: a path read from a file the deployment writes does not
+            found = [entry.get("name")] + [a.get("name") for a in _entries(entry.get("adapters"))]
+            if has_unresolved(found) or is_unresolved(entry.get("adapters")):
+                return None
+            names |= {n for n in found if isinstance(n, str)}
+    return names
+
+
+def check_affinity_models(view: HostView, served: set[str] | None, backend: str) -> list[Problem]:
+    """A gateway_affinity_models entry for a model no backend host serves: the policy would never apply."""
+    models = view.get("gateway_affinity_models", {})
+    if served is None or not isinstance(models, Mapping):
+        return []
+    problems = []
+    for name in models:
+        if str(name) in served:
+            continue
+        guess = closest(str(name), sorted(served), 0.6)
+        problems.append(
+            Problem(
+                f"gateway_affinity_models[{name!r}]",
+                f"{name!r} is not a model or adapter that a host of {backend} serves"
+                + (f"; did you mean {guess}?" if guess else ""),
+                f"key it by a served name ({', '.join(sorted(served)) or 'none is served'}), or drop it",
+                view.host,
+            )
+        )
+    return problems
+
+
 def check_weights(view: HostView) -> list[Problem]:
     problems: list[Problem] = []
     root = view.get("model_weights_root")
@@ -459,11 +497,13 @@ def image_tag_version(image: str) -> str | None:
 def check_image_version(view: HostView) -> list[Problem]:
     """The planner sizes memory for vllm_server_vllm_version, the host runs vllm_server_image: a tag
     naming another release means plans (and flags) made for a vLLM the host does not run."""
+    # the fleet's image and version stand in only for the role defaults (templates naming them): a value the
+    # inventory sets but that cannot be rendered here is its own problem, not the fleet's image
     image = view.get("vllm_server_image")
-    if isinstance(image, Unresolved) and not image.undefined:
+    if isinstance(image, Unresolved) and not view.has("vllm_server_image"):
         image = view.get("vllm_fleet_vllm_image")
     version = view.get("vllm_server_vllm_version")
-    if isinstance(version, Unresolved) and not version.undefined:
+    if isinstance(version, Unresolved) and not view.has("vllm_server_vllm_version"):
         version = view.get("vllm_fleet_vllm_version")
     if not isinstance(image, str) or not isinstance(version, str):
         return []

@@ -10,10 +10,12 @@ from typing import Any
 @dataclass(frozen=True)
 class Unresolved:
     """A value that cannot be judged on the control node: a vault secret without its password, a lookup of a
-    file the deployment writes later, or a reference to a variable that is not defined (``undefined``)."""
+    file the deployment writes later, a reference to a variable that is not defined (``undefined``), or a
+    template that can never render (``error``: a misspelt filter, a syntax error)."""
 
     reason: str
     undefined: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 _EXTENSIONS = ("", ".yml", ".yaml", ".json")
+# Where a variable given with -e (or by an AWX credential) comes from: it wins over every inventory file.
+EXTRA_VARS = "extra vars (-e)"
 
 
 class _Loader(yaml.SafeLoader):

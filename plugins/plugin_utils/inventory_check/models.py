@@ -1,0 +1,185 @@
+"""What one GPU host serves, checked as the serve stage would refuse it: adapter names, the base model an
+adapter was trained for, flags in extra_args that the planner or the role own, GPU indexes the host has."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..fleet_serving.deploy import PLANNER_FLAGS, ROLE_FLAGS, split_flags
+from ..fleet_serving.groups import GROUP_FLAGS
+from ..fleet_serving.groups import VAR as SERVING_GROUPS
+from .cross import HostView, _entries
+from .gpus import HostGpus
+from .problems import Problem, has_unresolved, is_unresolved
+
+Reader = Callable[[str], "str | None"]
+
+
+def read_local(path: str) -> str | None:
+    """A file on the control node, or None where it is not here (only the host has it: not judged)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def check_models(view: HostView, gpus: HostGpus | None, read: Reader = read_local) -> list[Problem]:
+    served = view.get("vllm_server_models", [])
+    if not isinstance(served, list):
+        return []
+    problems = _adapter_names(view, served)
+    problems += _adapter_bases(view, served, read)
+    for index, entry in enumerate(served):
+        if isinstance(entry, Mapping):
+            problems += _extra_args(view, f"vllm_server_models[{index}]", entry)
+            problems += _gpu_indexes(view, f"vllm_server_models[{index}]", entry, gpus)
+    return problems
+
+
+def _adapter_names(view: HostView, served: list[Any]) -> list[Problem]:
+    """Clients name an adapter as the request's model: it must be unique across the host's models and
+    adapters (serve refuses it otherwise, after the hosts stage)."""
+    owner: dict[str, str] = {}
+    for index, entry in enumerate(_entries(served)):
+        name = entry.get("name")
+        if isinstance(name, str):
+            owner.setdefault(name, f"the served model vllm_server_models[{index}]")
+    problems: list[Problem] = []
+    for index, entry in enumerate(_entries(served)):
+        base = entry.get("name")
+        for a_index, adapter in enumerate(_entries(entry.get("adapters"))):
+            name = adapter.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            var = f"vllm_server_models[{index}].adapters[{a_index}].name"
+            if name == base:
+                problems.append(
+                    Problem(
+                        var,
+                        f"adapter {name!r} has the name of its base model: a request for {name} could not "
+                        "tell the two apart",
+                        f"give the adapter a name of its own (e.g. {name}-lora)",
+                        view.host,
+                    )
+                )
+            elif name in owner:
+                problems.append(
+                    Problem(
+                        var,
+                        f"adapter {name!r} is also {owner[name]}",
+                        "give every served model and adapter of a host its own name",
+                        view.host,
+                    )
+                )
+            owner.setdefault(name, f"vllm_server_models[{index}].adapters[{a_index}].name")
+    return problems
+
+
+def _adapter_bases(view: HostView, served: list[Any], read: Reader) -> list[Problem]:
+    """An adapter trained for another base model loads and serves garbage (or fails at load). Judged where
+    both are known here: the adapter's adapter_config.json is on the control node and the base model's
+    hub repository is declared in model_weights_models."""
+    repos = {
+        e.get("name"): e.get("repo_id")
+        for e in _entries(view.get("model_weights_models", []))
+        if e.get("source", "huggingface") != "local" and isinstance(e.get("repo_id"), str)
+    }
+    root = view.get("vllm_server_adapters_root")
+    if not isinstance(root, str):
+        root = view.get("model_weights_root")
+    problems: list[Problem] = []
+    for index, entry in enumerate(_entries(served)):
+        repo = repos.get(entry.get("name"))
+        if not isinstance(repo, str):
+            continue
+        for a_index, adapter in enumerate(_entries(entry.get("adapters"))):
+            if has_unresolved(adapter):
+                continue
+            folder = _adapter_folder(adapter, root)
+            text = read(os.path.join(folder, "adapter_config.json")) if folder else None
+            trained = _base_of(text)
+            if trained is None or _same_repo(trained, repo):
+                continue
+            problems.append(
+                Problem(
+                    f"vllm_server_models[{index}].adapters[{a_index}]",
+                    f"adapter {adapter.get('name')!r} was trained for {trained} (base_model_name_or_path in "
+                    f"{folder}/adapter_config.json), but {entry.get('name')} serves {repo}",
+                    f"serve the adapter under a model of {trained}, or use an adapter trained for {repo}",
+                    view.host,
+                )
+            )
+    return problems
+
+
+def _adapter_folder(adapter: Mapping[str, Any], root: Any) -> str:
+    path = adapter.get("path")
+    if isinstance(path, str) and path.startswith("/"):
+        return path
+    repo, revision = adapter.get("repo"), adapter.get("revision")
+    if isinstance(root, str) and root.startswith("/") and isinstance(repo, str) and isinstance(revision, str):
+        return f"{root.rstrip('/')}/{repo}/{revision}"
+    return ""
+
+
+def _base_of(text: str | None) -> str | None:
+    try:
+        config = json.loads(text) if text else None
+    except ValueError:
+        return None  # serve reports an adapter_config.json that is not JSON, with the fetch to redo
+    base = config.get("base_model_name_or_path") if isinstance(config, Mapping) else None
+    return base if isinstance(base, str) and base.strip() else None
+
+
+def _same_repo(trained: str, repo: str) -> bool:
+    """A hub id compares case-insensitively; a local path (the trainer's disk) says nothing here."""
+    trained = trained.strip().rstrip("/")
+    return trained.startswith(("/", ".", "~")) or trained.lower() == repo.lower()
+
+
+def _extra_args(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem]:
+    """A flag the planner owns bypasses its checks; one the role or a serving group sets would fight it."""
+    args = entry.get("extra_args")
+    if not isinstance(args, list) or has_unresolved(args):
+        return []
+    problems: list[Problem] = []
+    for flag, _values in split_flags(args):
+        if flag in ROLE_FLAGS:
+            what, fix = f"sets {flag}, which the role sets", f"remove it; it comes from {ROLE_FLAGS[flag]}"
+        elif flag in GROUP_FLAGS:
+            what = f"sets {flag}, which the serving group sets on every member"
+            fix = f"remove it; {SERVING_GROUPS} sets it"
+        elif flag in PLANNER_FLAGS:
+            option = PLANNER_FLAGS[flag]
+            what = f"sets {flag}, a flag the planner owns (its option {option})"
+            fix = f"put it in {var}.overrides.{option} instead, so the planner checks it"
+        else:
+            continue
+        problems.append(Problem(f"{var}.extra_args", what, fix, view.host))
+    return problems
+
+
+def _gpu_indexes(view: HostView, var: str, entry: Mapping[str, Any], gpus: HostGpus | None) -> list[Problem]:
+    ids = entry.get("gpus")
+    if gpus is None or not isinstance(ids, list) or has_unresolved(ids):
+        return []
+    problems: list[Problem] = []
+    for position, raw in enumerate(ids):
+        if is_unresolved(raw) or isinstance(raw, bool) or not isinstance(raw, int):
+            continue  # argument_specs tells a GPU index that is not a number
+        if not 0 <= raw < gpus.count:
+            problems.append(
+                Problem(
+                    f"{var}.gpus[{position}]",
+                    f"GPU {raw} does not exist on {view.host}, which has {gpus.text} "
+                    f"(indexes 0-{gpus.count - 1})",
+                    f"list GPUs 0-{gpus.count - 1} of {view.host} (in its host_vars when the hosts of its "
+                    "GPU group differ), or drop gpus to take the first free ones",
+                    view.host,
+                )
+            )
+    return problems
