@@ -867,6 +867,15 @@ CASES: list[Case] = [
         input="target_concurrency",
         fix="lower target_concurrency to <= ",
     ),
+    # --- issue #27: inputs a new user gets wrong -------------------------------------------------------
+    Case(
+        "gpu-name-no-driver-prints",
+        QWEN3_8,
+        flags={"--gpu-name": "NVIDIA H100 80GB", "--compute-capability": None},
+        rc=BAD_INPUT,
+        input="gpu.name",
+        fix="pass --gpu-name exactly as `nvidia-smi --query-gpu=name --format=csv,noheader` prints it",
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import GIB, MIB, PlanInputError
+from .gpu_names import resolve_capability
 
 # Keys of `gpu_spec_from_facts` output that describe the host but do not change the plan.
 INFORMATIONAL_KEYS = ("mixed", "models", "excluded", "mig")
@@ -68,6 +69,8 @@ class GpuSpec:
     # platform lacks GPU P2P capability" and NCCL's transports between the GPUs keep their buffers in host
     # memory (non_torch.py).
     p2p: bool = True
+    # loud warnings about how the GPU was told (gpu_names.resolve_capability); the plan repeats them
+    notes: tuple[str, ...] = field(default=(), compare=False)
     cc: tuple[int, int] = field(init=False, compare=False)
     reserved_mib: int = field(init=False, compare=False)
     cuda_total_bytes: int = field(init=False, compare=False)
@@ -118,14 +121,8 @@ class GpuSpec:
         memory = _plausible_mib(_pos_int(gpu["memory_mib"], "gpu.memory_mib"), "gpu.memory_mib")
         count = _pos_int(gpu.get("count", 1), "gpu.count")
         nodes = _pos_int(gpu.get("nodes", 1), "gpu.nodes")
-        cc = str(gpu.get("compute_capability") or "8.0").strip()
-        try:
-            major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
-        except ValueError:
-            raise PlanInputError(
-                f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'. Fix: pass nvidia-smi "
-                "--query-gpu=compute_cap (8.0 for an A100, 9.0 for an H100)."
-            ) from None
+        name = str(gpu.get("name") or "unknown")
+        cc, notes = resolve_capability(name, _capability(gpu.get("compute_capability")))
         reserved = gpu.get("memory_reserved_mib")
         if reserved is not None:
             reserved = _nonneg_int(reserved, "gpu.memory_reserved_mib")
@@ -150,13 +147,14 @@ class GpuSpec:
         return cls(
             memory_mib=memory,
             count=count,
-            name=str(gpu.get("name") or "unknown"),
-            compute_capability=f"{major}.{minor}",
+            name=name,
+            compute_capability=cc,
             nodes=nodes,
             shared=shared,
             memory_reserved_mib=reserved,
             memory_used_mib=used,
             p2p=p2p,
+            notes=notes,
         )
 
     def __post_init__(self) -> None:
@@ -190,6 +188,21 @@ class GpuSpec:
     @property
     def supports_fp8_compute(self) -> bool:
         return self.cc >= (8, 9)
+
+
+def _capability(value: Any) -> str | None:
+    """gpu.compute_capability as "major.minor", or None when it is not given."""
+    if value is None or str(value).strip() == "":
+        return None
+    cc = str(value).strip()
+    try:
+        major, minor = (int(p) for p in cc.split(".", 1)) if "." in cc else (int(cc), 0)
+    except ValueError:
+        raise PlanInputError(
+            f"gpu.compute_capability: cannot parse {cc!r}; expected e.g. '9.0'. Fix: pass nvidia-smi "
+            "--query-gpu=compute_cap (8.0 for an A100, 9.0 for an H100)."
+        ) from None
+    return f"{major}.{minor}"
 
 
 # A GPU vLLM can use has 2 GiB to 1 TiB of memory per device (the largest parts today hold ~288 GB).

@@ -503,8 +503,17 @@ GPU_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "count": ("--gpus-per-node", {"type": int, "required": True, "metavar": "N"}),
     "nodes": ("--nodes", {"type": int, "default": 1, "metavar": "N"}),
-    "name": ("--gpu-name", {"default": "unknown", "metavar": "NAME"}),
-    "compute_capability": ("--compute-capability", {"default": "8.0", "metavar": "X.Y"}),
+    "name": (
+        "--gpu-name",
+        {"default": "unknown", "metavar": "NAME", "help": "as nvidia-smi --query-gpu=name prints it"},
+    ),
+    "compute_capability": (
+        "--compute-capability",
+        {
+            "metavar": "X.Y",
+            "help": "nvidia-smi --query-gpu=compute_cap (default: told from --gpu-name)",
+        },
+    ),
     "memory_reserved_mib": (
         "--gpu-memory-reserved-mib",
         {
@@ -568,8 +577,9 @@ def options_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
 
 def gpu_from_cli(ns: argparse.Namespace) -> dict[str, Any]:
     gpu = {key: getattr(ns, f"gpu_{key}") for key in GPU_FLAGS}
-    if gpu["memory_reserved_mib"] is None:
-        del gpu["memory_reserved_mib"]
+    for key in ("memory_reserved_mib", "compute_capability"):
+        if gpu[key] is None:
+            del gpu[key]
     if not gpu["memory_used_mib"]:
         del gpu["memory_used_mib"]
     gpu["shared"] = ns.shared_gpu

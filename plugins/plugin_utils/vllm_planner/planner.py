@@ -54,7 +54,7 @@ def plan(
     arch = resolve_cached(model_config)
     g = GpuSpec.from_any(gpu)
     vinfo = version_info(resolve_version_text(parse_version(raw, "vllm_version"), raw.get("vllm_image")))
-    notes = Notes(warnings=version_warnings(vinfo))
+    notes = Notes(warnings=[*g.notes, *version_warnings(vinfo)])
     opts = parse_options(raw, check=False)  # checked above, before the config is read
     if opts.sampler_backend != "auto" and not vinfo.v0_engine:
         # the V1 sampler's path where the deployment differs from the release's default install
