@@ -832,3 +832,42 @@ def test_the_plans_that_need_no_host_are_made_by_validate(tmp_path, rtx4090_prof
             and "Fix: use a node with >= 4 such GPUs (tensor_parallel_size 4)" in line
         )
     assert [line.split()[0] for line in recap(proc.stdout)] == ["localhost"]
+
+
+def test_an_error_row_fails_plan_after_the_table_and_validate_names_it(tmp_path):
+    """max_num_seqs: sixteen: plan.yml printed an ERROR row and exited 0; validate passed it."""
+    folder = tmp_path / EXAMPLE
+    shutil.copytree(ROOT / "inventories" / EXAMPLE, folder)
+    path = folder / "group_vars" / "all" / "fleet_plan.yml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["fleet_plan_models"] = [{**data["fleet_plan_models"][0], "options": {"max_num_seqs": "sixteen"}}]
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    env = cache_gpu_facts(tmp_path / "facts", {"rtx4090_nodes": "rtx4090x8"})
+    plan = subprocess.run(
+        ["ansible-playbook", "-i", str(folder), "playbooks/plan.yml", "-e", "fleet_plan_facts_source=cache"]
+        + ["-e", f"fleet_plan_report_dir={tmp_path / 'reports'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert plan.returncode != 0, plan.stdout[-3000:]
+    row = plan.stdout.index("ERROR rtx4090_nodes/llama-3.1-8b-instruct: max_num_seqs: expected an integer")
+    assert row < plan.stdout.index("1 (GPU group, model) pair(s) without a plan (ERROR rows)")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(folder), "playbooks/validate.yml"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+    [line] = problem_lines(proc.stdout)
+    assert line.startswith(
+        f"{path}: fleet_plan_models[0]: llama-3.1-8b-instruct on rtx4090_nodes cannot be planned"
+    )
+    assert line.endswith("Fix: set max_num_seqs to an integer")

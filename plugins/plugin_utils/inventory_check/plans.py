@@ -100,8 +100,21 @@ def check_plans(
     }
     inputs = plan_report.attach_inputs([e for _i, e in chosen], files, dict(gpu_facts), {}, "cache")
     report = plan_report.build_report(inputs, _plan, _gpu_spec)
-    problems = []
+    problems: list[Problem] = []
     for (index, entry), planned in zip(chosen, report["entries"], strict=True):
+        if planned.get("plan") is None and planned.get("error"):
+            # config and GPU facts are here, so what is left is the entry itself (max_num_seqs: sixteen):
+            # plan.yml would print an ERROR row for it
+            what, _sep, fix = str(planned["error"]).partition(" Fix: ")
+            problems.append(
+                Problem(
+                    f"fleet_plan_models[{index}]",
+                    f"{entry['name']} on {entry['group']} cannot be planned: {what.rstrip('.')}",
+                    fix.rstrip(".") or "correct its options (roles/fleet_plan/meta/argument_specs.yml)",
+                    host,
+                )
+            )
+            continue
         result = planned.get("plan") or {}
         if planned.get("plan") is not None and not result.get("feasible"):
             gpu = planned.get("gpu") or {}
