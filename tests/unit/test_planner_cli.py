@@ -139,9 +139,25 @@ def test_table_format() -> None:
         "32768",
     )
     assert proc.returncode == 0
-    assert "max_model_len           32768" in proc.stdout
-    assert "KV bytes per token      147,456" in proc.stdout
-    assert "vllm serve args" in proc.stdout
+    rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in proc.stdout.splitlines()}
+    assert rows["max_model_len"] == "32768"
+    assert rows["KV bytes per token"] == "147,456"
+    # the two sets of figures are named apart: the recommendation, and vLLM with only the given args
+    assert rows["RECOMMENDED LAUNCH"].startswith("the plan's own figures")
+    assert rows["vllm serve args (recommended)"].startswith("--tensor-parallel-size 1")
+    assert rows["vLLM with only the given args (NOT the plan)"].startswith("max_model_len 32,768")
+
+
+def test_json_names_the_recommendation_and_vllms_own_figures_apart() -> None:
+    proc = run(
+        "--model-config", cfg("Qwen__Qwen3-8B"), *H100, "--gpus-per-node", "1", "--vllm-version", "0.34.0"
+    )
+    result = json.loads(proc.stdout)
+    rec, own = result["recommended_launch"], result["vllm_with_given_args"]
+    assert rec["max_num_seqs"] == result["max_num_seqs"] and rec["vllm_args"] == result["vllm_args"]
+    assert "recommends" in rec["what"] and own["what"].startswith("NOT the recommendation")
+    assert result["vllm_defaults"] == own  # the former key, for older readers
+    assert own["max_num_seqs"] != rec["max_num_seqs"]
 
 
 def test_modelopt_hf_quant_config_beside_config_is_read() -> None:

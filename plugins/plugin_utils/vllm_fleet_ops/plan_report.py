@@ -247,6 +247,21 @@ def _gpu_text(gpu: Mapping[str, Any] | None) -> str:
     return text + (f" x{nodes} nodes" if nodes > 1 else "")
 
 
+def _given_args_text(plan: Mapping[str, Any]) -> str:
+    """What vLLM does with only the configured arguments (the plan's vllm_with_given_args), in one line;
+    named apart from the recommended launch so the two are not mistaken for each other."""
+    own = plan.get("vllm_with_given_args") or plan.get("vllm_defaults")
+    if not isinstance(own, Mapping):
+        return ""
+    text = (
+        f"vLLM with only the configured args: max_model_len {_num(own.get('max_model_len'))}, max_num_seqs "
+        f"{_num(own.get('max_num_seqs'))}, max_num_batched_tokens {_num(own.get('max_num_batched_tokens'))}: "
+    )
+    if own.get("starts"):
+        return text + f"starts, {_num(own.get('kv_cache_tokens'))} KV tokens"
+    return text + f"FAILS TO START ({own.get('error')})"
+
+
 def render(report: Mapping[str, Any]) -> str:
     """The plan table, the plan-vs-actual table, then errors, warnings and notes."""
     headers = [
@@ -294,9 +309,13 @@ def render(report: Mapping[str, Any]) -> str:
         notes += [f"ERROR {tag}: {m}" for m in plan.get("errors") or []]
         notes += [f"warning {tag}: {m}" for m in plan.get("warnings") or []]
         notes += [f"note {tag}: {m}" for m in e.get("notes") or []]
+        own = _given_args_text(plan)
+        if own:
+            notes.append(f"not the plan {tag}: {own}")
     parts = [
-        "Plan per GPU group and model (WEIGHTS and KV: GiB per GPU; CONC: requests at MAX_LEN the KV cache "
-        "holds)",
+        "Plan per GPU group and model: the RECOMMENDED launch (TP, PP, MAX_LEN, SEQS and GMU are the plan's "
+        "vllm serve args, not vLLM's defaults; WEIGHTS and KV: GiB per GPU; CONC: requests at MAX_LEN the KV "
+        "cache holds). 'not the plan' lines: what vLLM does with only the configured args",
         render_table(headers, rows, align="lllrrrrrrrrrl"),
     ]
     compared = []

@@ -111,6 +111,12 @@ def _options(ns: argparse.Namespace, cfg_path: str) -> dict[str, Any]:
     return opts
 
 
+# the two sets of launch figures, labelled so one is not taken for the other
+_RECOMMENDED = "RECOMMENDED LAUNCH"
+_GIVEN_ARGS = "vLLM with only the given args (NOT the plan)"
+_ARGS = "vllm serve args (recommended)"
+
+
 def format_table(result: dict[str, Any]) -> str:
     g = result["per_gpu"]
 
@@ -121,6 +127,7 @@ def format_table(result: dict[str, Any]) -> str:
         ("model", result.get("model", "")),
         ("feasible", "yes" if result["feasible"] else "NO"),
         ("vLLM", f"{result['vllm_version']} ({result['vllm_family']})"),
+        (_RECOMMENDED, "the plan's own figures: launch with the vllm serve args below"),
         ("tensor_parallel_size", result["tensor_parallel_size"]),
         ("pipeline_parallel_size", result["pipeline_parallel_size"]),
         ("gpu_memory_utilization", result["gpu_memory_utilization"]),
@@ -142,7 +149,7 @@ def format_table(result: dict[str, Any]) -> str:
         ("KV cache tokens", f"{result['kv_cache_tokens']:,} (block size {result['block_size']})"),
         ("max concurrency", f"{result['max_concurrency']:.2f}x at {result['max_model_len']:,} tokens"),
     ]
-    d = result.get("vllm_defaults")
+    d = result.get("vllm_with_given_args") or result.get("vllm_defaults")
     if d:
         own = (
             f"max_model_len {d['max_model_len']:,}, max_num_seqs {d['max_num_seqs']}, "
@@ -155,17 +162,17 @@ def format_table(result: dict[str, Any]) -> str:
             )
         else:
             own += "FAILS TO START"
-        rows.append(("vLLM's own defaults", own))
-    width = max(len(k) for k, _unused in rows)
+        rows.append((_GIVEN_ARGS, own))
+    width = max(len(k) for k, _unused in [*rows, (_ARGS, None)])
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     if result["vllm_args"]:
-        lines.append(f"{'vllm serve args'.ljust(width)}  {' '.join(result['vllm_args'])}")
+        lines.append(f"{_ARGS.ljust(width)}  {' '.join(result['vllm_args'])}")
     for w in result["warnings"]:
         lines.append(f"WARNING: {w}")
     for e in result["errors"]:
         lines.append(f"ERROR: {e}")
     if d and not d["starts"]:
-        lines.append(f"vLLM's own defaults: {d['error']}")
+        lines.append(f"{_GIVEN_ARGS.strip()}: {d['error']}")
     return "\n".join(lines)
 
 

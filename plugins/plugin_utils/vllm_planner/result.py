@@ -11,6 +11,15 @@ from .kv import logged_tokens
 from .options import vllm_arguments
 from .settings import Notes, Settings, vllm_scheduler_defaults
 
+RECOMMENDED_WHAT = (
+    "the launch this plan recommends: pass vllm_args (its max_model_len may be capped to fit, its "
+    "max_num_seqs sized from the KV cache)"
+)
+GIVEN_ARGS_WHAT = (
+    "NOT the recommendation: what vLLM does with only the arguments given (its own max_model_len, "
+    "max_num_seqs and max_num_batched_tokens for the release and GPU), at the recommended split"
+)
+
 # vLLM releases before the language-model-only flag turn the encoders off this way
 _NO_MM_INPUTS = ("--limit-mm-per-prompt", '{"image": 0, "video": 0, "audio": 0}')
 
@@ -160,6 +169,8 @@ def build_result(
             tokens, conc = logged_tokens(
                 st.layout, blocks, max_len, mnbt * ctx.inflight_mult(pp), ctx.mamba_blocks, vinfo
             )
+    args = vllm_args(s, tp, pp, max_len, seqs, mnbt) if feasible else []
+    own = {"what": GIVEN_ARGS_WHAT, **vllm_defaults(s, tp, pp)}
     return {
         "feasible": feasible,
         "errors": notes.errors,
@@ -186,6 +197,19 @@ def build_result(
         "max_concurrency": round(conc, 2),
         "max_model_len_fit": int(l_fit) if l_fit is not None else 0,
         "weights_source": s.weights_source,
-        "vllm_args": vllm_args(s, tp, pp, max_len, seqs, mnbt) if feasible else [],
-        "vllm_defaults": vllm_defaults(s, tp, pp),
+        "vllm_args": args,
+        # the two sets of launch figures, named apart (issue #27): what the plan recommends, and what
+        # vLLM does with only the arguments given; the top-level keys above are the recommendation
+        "recommended_launch": {
+            "what": RECOMMENDED_WHAT,
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "gpu_memory_utilization": eff_gmu,
+            "max_model_len": max_len,
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": mnbt,
+            "vllm_args": args,
+        },
+        "vllm_with_given_args": own,
+        "vllm_defaults": own,  # the former name, kept for readers of older plans
     }
