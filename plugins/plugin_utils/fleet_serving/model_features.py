@@ -131,6 +131,11 @@ def _r1_style(template: str) -> bool:
     return "<｜Assistant｜>" in template and "split('</think>')" in template and "thinking" not in template
 
 
+def _v31_thinking(template: str) -> bool:
+    """A DeepSeek V3.1 template: tool markers and a ``thinking`` switch that opens or closes </think>."""
+    return _DEEPSEEK_TOOLS in template and "thinking" in template and "</think>" in template
+
+
 def _template_text(tokenizer_config: Mapping[str, Any] | None) -> str:
     """The chat template(s) as one text: a string, or every ``template`` of a named list."""
     if not tokenizer_config:
@@ -227,6 +232,8 @@ def _detect_tool_parser(
     if family == "gpt_oss":
         return "openai", f"gpt-oss speaks harmony: {_DOC_TOOLS} 'OpenAI OSS Models (openai)'"
     if _DEEPSEEK_TOOLS in template:
+        if _v31_thinking(template):  # its thinking prompt opens <think> too: checked before the R1 style
+            return "deepseek_v31", f"DeepSeek V3.1 tool-call markers: {_DOC_TOOLS} 'DeepSeek-V3.1 Models'"
         if _r1_style(template):
             return None, (
                 f"DeepSeek-R1 style template: {_DOC_REASONING} marks tool calling unsupported for the R1 "
@@ -278,7 +285,7 @@ def _detect_reasoning_parser(config: Mapping[str, Any], template: str) -> tuple[
         return "qwen3", f"Qwen3 thinking template (enable_thinking): {_DOC_REASONING} 'Qwen3 series'"
     if family == "glm4_moe" and "<think>" in template:
         return "glm45", f"GLM-4.5 <think> template: {_DOC_REASONING} 'GLM-4.5 series'"
-    if _DEEPSEEK_TOOLS in template and "thinking" in template and "</think>" in template:
+    if _v31_thinking(template):
         return "deepseek_v3", f"DeepSeek V3.1 thinking switch: {_DOC_REASONING} 'DeepSeek-V3.1'"
     if _r1_style(template):
         return "deepseek_r1", (
