@@ -21,6 +21,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_ch
     Unresolved,
     load_catalogue,
     validate_inventory,
+    yaml_problems,
 )
 
 ARGUMENT_SPEC = {"hosts": {"type": "list", "elements": "str"}}
@@ -49,6 +50,13 @@ class ActionModule(ActionBase):
         hostvars = task_vars["hostvars"]
         groups = {name: list(members) for name, members in task_vars.get("groups", {}).items()}
         wanted = args["hosts"] or sorted({h for name, members in groups.items() for h in members})
+        sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
+        # a variables file that does not parse stops Ansible with no file named: name it first
+        unparsed = yaml_problems(sources, os.getcwd())
+        if unparsed:
+            result.update(changed=False, failed=True, problems=unparsed, checked=0, planned=0)
+            result["msg"] = "the inventory does not parse, nothing was changed:\n" + "\n".join(unparsed)
+            return result
         cat = load_catalogue()
         hosts, facts = {}, {}
         for host in wanted:
@@ -61,7 +69,6 @@ class ActionModule(ActionBase):
             hosts[host] = {name: self._render(templar, raw[name]) for name in names}
             cached = raw.get("ansible_facts") or {}
             facts[host] = cached.get("nvidia_gpu") if isinstance(cached, Mapping) else None
-        sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
         config_dir = next(
             (
                 h["fleet_plan_config_dir"]

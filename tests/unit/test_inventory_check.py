@@ -443,3 +443,18 @@ def test_affinity_for_a_model_no_backend_serves():
     ]
     assert [(p.host, p.variable) for p in found] == [("gw", "gateway_affinity_models['n']")]
     assert "key it by a served name (m)" in found[0].fix
+
+
+def test_the_inventory_files_that_do_not_parse(tmp_path):
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    a:\n", encoding="utf-8")
+    (tmp_path / "hosts.ini").write_text("[gpu_nodes]\na\n", encoding="utf-8")  # INI: not read as YAML
+    (tmp_path / "group_vars" / "gpu_nodes").mkdir(parents=True)
+    (tmp_path / "group_vars" / "gpu_nodes" / "x.yml").write_text("a: &x 1\nb: *x\nc: *y\n", encoding="utf-8")
+    (tmp_path / "group_vars" / "all.yml").write_text("k: !vault |\n  $ANSIBLE_VAULT;1.1\n", encoding="utf-8")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "a.json").write_text('{"k": \t1}', encoding="utf-8")  # JSON may hold tabs
+    assert ic.yaml_problems([str(tmp_path)], str(tmp_path)) == [
+        "group_vars/gpu_nodes/x.yml: YAML parsing failed at line 3, column 4: found undefined alias 'y'. "
+        "Fix: define the anchor (&name) above the alias in the same file (anchors do not reach across "
+        "files), or write the value out"
+    ]

@@ -871,3 +871,20 @@ def test_an_error_row_fails_plan_after_the_table_and_validate_names_it(tmp_path)
         f"{path}: fleet_plan_models[0]: llama-3.1-8b-instruct on rtx4090_nodes cannot be planned"
     )
     assert line.endswith("Fix: set max_num_seqs to an integer")
+
+
+def test_an_undefined_yaml_alias_names_its_file(tmp_path):
+    """Ansible reads group_vars/all before any task and said only "YAML parsing failed", naming no file."""
+    folder = tmp_path / LAB
+    shutil.copytree(ROOT / "inventories" / LAB, folder)
+    with (folder / LAB_KEY).open("a", encoding="utf-8") as handle:
+        handle.write("lab_extra_key: *lab_key\n")
+    line = len((folder / LAB_KEY).read_text(encoding="utf-8").splitlines())
+    proc = run_validate(folder)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert (
+        f"{folder / LAB_KEY}: YAML parsing failed at line {line}, column 16: "
+        "found undefined alias 'lab_key'. Fix: define the anchor (&name) above the alias in the same file"
+        in out
+    ), out[-2000:]

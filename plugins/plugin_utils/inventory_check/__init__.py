@@ -11,6 +11,7 @@
 - ``plans``: the plan of each fleet_plan_models entry that the control node can make alone (``check_plans``)
 - ``sources``: which inventory file (or the extra vars) sets a variable, so each problem names it once
 - ``problems``: ``Problem``, ``Unresolved`` and the one-line report (``format_problems``)
+- ``yaml_files``: the inventory files that do not parse, named with their line (also a script: validate.yml)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .problems import Problem, Unresolved, format_problems, has_unresolved, is_u
 from .serving_groups import check_serving_groups
 from .sources import EXTRA_VARS, inventory_sources, short_path, where_from
 from .specs import REMOVED, Catalogue, load_catalogue
+from .yaml_files import yaml_problems
 
 __all__ = [
     "EXTRA_VARS",
@@ -58,6 +60,7 @@ __all__ = [
     "load_catalogue",
     "validate_inventory",
     "where_from",
+    "yaml_problems",
 ]
 
 
