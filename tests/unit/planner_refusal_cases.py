@@ -876,6 +876,89 @@ CASES: list[Case] = [
         input="gpu.name",
         fix="pass --gpu-name exactly as `nvidia-smi --query-gpu=name --format=csv,noheader` prints it",
     ),
+    Case(
+        "fp8-kv-on-a100-0.11",
+        QWEN3_8,
+        flags={**A100, **V("0.11.0", **{"--kv-cache-dtype": "fp8"})},
+        input="kv_cache_dtype",
+        fix="set kv_cache_dtype fp8_e5m2",
+    ),
+    Case(
+        "fp8-kv-on-t4-0.34",
+        QWEN3_8,
+        flags={**T4, **V("0.34.0", **{"--kv-cache-dtype": "fp8_e5m2"})},
+        input="kv_cache_dtype",
+        fix="set kv_cache_dtype auto or float16",
+    ),
+    Case(
+        "fp8-kv-on-t4-0.11",
+        QWEN3_8,
+        flags={**T4, **V("0.11.0", **{"--kv-cache-dtype": "fp8"})},
+        input="kv_cache_dtype",
+        fix="set kv_cache_dtype auto",
+    ),
+    Case(
+        "moe-top-k-above-experts",
+        "Qwen__Qwen3-30B-A3B",
+        {"num_experts_per_tok": 200},
+        rc=BAD_INPUT,
+        input="model_config.num_experts_per_tok",
+        fix="set it to at most 128",
+    ),
+    Case(
+        "moe-top-k-zero",
+        "Qwen__Qwen3-30B-A3B",
+        {"num_experts_per_tok": 0},
+        rc=BAD_INPUT,
+        input="model_config.num_experts_per_tok",
+        fix="set it to the value in the checkpoint's published config.json",
+    ),
+    Case(
+        "awq-3-bit",
+        LLAMA8,
+        {"quantization_config": {**AWQ, "bits": 3}},
+        rc=BAD_INPUT,
+        input="model_config.quantization_config.bits",
+        fix="use a 4-bit AWQ checkpoint (bits: 4)",
+    ),
+    Case(
+        "nan-in-config",
+        QWEN3_8,
+        rc=BAD_INPUT,
+        input="model-config",
+        fix="replace it with the value in the checkpoint's published file",
+        raw=(CONFIGS / QWEN3_8 / "config.json")
+        .read_text()
+        .replace('"max_position_embeddings": 40960', '"max_position_embeddings": NaN')
+        .encode(),
+    ),
+    Case(
+        "infinity-in-config",
+        QWEN3_8,
+        rc=BAD_INPUT,
+        input="model-config",
+        fix="replace it with the value in the checkpoint's published file",
+        raw=(CONFIGS / QWEN3_8 / "config.json")
+        .read_text()
+        .replace('"rope_theta": 1000000', '"rope_theta": Infinity')
+        .encode(),
+    ),
+    Case(
+        "yarn-on-0.34-max-len",
+        QWEN3_8,
+        {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+        flags=V("0.34.0", **{"--max-model-len": "128K"}),
+        input="max_model_len",
+        fix="set max_position_embeddings to 131072",
+    ),
+    Case(
+        "version-not-a-version",
+        QWEN3_8,
+        flags=V("latest"),
+        rc=BAD_INPUT,
+        input="vllm_version",
+        fix="set vllm_version to",
+    ),
 ]
 
 

@@ -124,7 +124,7 @@ def kv_dtype_problems(option: str, arch: ModelArch, g: GpuSpec, vinfo: VersionIn
         ]
     majors = _SPARSE_MLA_KV.get(kv)
     if majors is None:
-        return []
+        return fp8_kv_problems(kv, arch, g, vinfo)
     sparse = arch.is_mla and bool(arch.raw_text.get("index_topk"))
     if not sparse:
         kind = "multi-head latent attention without a sparse indexer" if arch.is_mla else "standard attention"
@@ -141,3 +141,51 @@ def kv_dtype_problems(option: str, arch: ModelArch, g: GpuSpec, vinfo: VersionIn
             "GPUs, or set kv_cache_dtype auto."
         ]
     return []
+
+
+# FP8 KV cache below SM 8.9 (no native e4m3: Triton's fp8e4nv), by V1 release and attention backend
+# (vllm/platforms/cuda.py and vllm/v1/attention/backends/ at v0.11.0, v0.12.0, v0.20.0, v0.27.0, v0.34.0):
+# 0.9-0.11 send any fp8 cache off Hopper to TRITON_ATTN, whose kernels compile e5m2 but not e4m3;
+# 0.12-0.26 try FlashInfer (SM 7.5-12.1, fp8 e4m3 and e5m2) before Triton; 0.27+ raise FlashInfer's floor
+# to SM 8.0, and Triton then refuses every fp8 cache below SM 8.9. MLA models have only TRITON_MLA there.
+# The V0 engine (before 0.8, and 0.8's fallback) stores fp8 through its CUDA cache kernels: not refused.
+_NATIVE_FP8 = (8, 9)
+_TRITON_ONLY_FP8 = ((0, 9), (0, 12))  # [first, end) of the releases that send fp8 caches to Triton
+_TRITON_REFUSES_FP8 = (0, 27)
+_FLASHINFER_FLOOR_027 = (8, 0)
+
+
+def fp8_kv_problems(kv: str, arch: ModelArch, g: GpuSpec, vinfo: VersionInfo) -> list[str]:
+    """A `--kv-cache-dtype fp8*` that the attention backend vLLM picks cannot store on this GPU."""
+    v = vinfo.version
+    if not kv.startswith("fp8") or g.cc >= _NATIVE_FP8 or vinfo.v0_engine or v < _TRITON_ONLY_FP8[0]:
+        return []
+    e4m3 = kv in ("fp8", "fp8_e4m3")
+    where = f"{g.name} (compute capability {g.compute_capability})"
+    if v < _TRITON_ONLY_FP8[1] and g.cc < (8, 0):
+        # below SM 8.0 these releases run FlexAttention (vllm/platforms/cuda.py v0.11.0)
+        return [
+            f"kv_cache_dtype: FlexAttention does not support quantized kv-cache. Yet ({kv} on {where}, "
+            f"vLLM {vinfo.text}: FlexAttention is its only backend below SM 8.0). Fix: set kv_cache_dtype "
+            "auto, or use vllm_version >= 0.12.0 (FlashInfer stores fp8 from SM 7.5)."
+        ]
+    if v < _TRITON_ONLY_FP8[1] or (arch.is_mla and v < _TRITON_REFUSES_FP8):
+        if not e4m3:
+            return []
+        return [
+            f"kv_cache_dtype: {kv} on {where}: vLLM {vinfo.text} stores it with the Triton attention "
+            "backend, "
+            'which fails with "type fp8e4nv not supported in this architecture. The supported fp8 dtypes are '
+            "('fp8e4b15', 'fp8e5')\" (e4m3 needs SM 8.9+). Fix: set kv_cache_dtype fp8_e5m2 (Triton stores "
+            "e5m2 here), or auto."
+        ]
+    if v < _TRITON_REFUSES_FP8 or (g.cc >= _FLASHINFER_FLOOR_027 and not arch.is_mla):
+        return []  # FlashInfer serves it
+    backend = "Triton MLA" if arch.is_mla else "Triton attention"
+    suggested = "float16" if g.cc < (8, 0) else "bfloat16"
+    return [
+        f"kv_cache_dtype: FP8 KV cache is not supported by the {backend} backend on {g.name} (compute "
+        f"capability {g.compute_capability}); native FP8 (fp8e4nv) requires SM89+. Re-run with "
+        f"--kv-cache-dtype {suggested}. Fix: set kv_cache_dtype auto or {suggested} (vLLM {vinfo.text} "
+        "has no backend storing an fp8 cache on this GPU), or use GPUs with compute capability >= 8.9."
+    ]

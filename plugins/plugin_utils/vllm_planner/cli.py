@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -54,16 +56,46 @@ def _parser() -> _Parser:
     return p
 
 
+def _regular_file(path: str, what: str) -> None:
+    """Refuse what is not a regular file: opening a FIFO waits for a writer forever, a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}. Fix: check the path.") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a file"
+        raise _BadInput(
+            f"{what}: {path} is {kind}, not a regular file. Fix: pass the path of the file itself "
+            "(e.g. the model's config.json), not a pipe, device or folder."
+        )
+
+
+class _NotJsonNumber(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJsonNumber(name)
+
+
 def _read_json(path: str, what: str) -> Any:
+    _regular_file(path, what)
     try:
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            # JSON has no NaN or Infinity, though Python's json reads them: refuse them here
+            return json.load(fh, parse_constant=_no_constant)
     except OSError as exc:
         raise _BadInput(f"{what}: cannot read {path}: {exc.strerror}. Fix: check the path.") from None
     except json.JSONDecodeError as exc:
         raise _BadInput(
             f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno}). Fix: repair the JSON, or "
             "download the file again."
+        ) from None
+    except _NotJsonNumber as exc:  # NaN, Infinity or -Infinity
+        raise _BadInput(
+            f"{what}: {path} holds {exc}, which is not a JSON number (vLLM cannot use it as a size or "
+            "count). Fix: replace it with the value in the checkpoint's published file, or download the "
+            "file again."
         ) from None
     except UnicodeDecodeError as exc:
         raise _BadInput(
@@ -74,6 +106,7 @@ def _read_json(path: str, what: str) -> Any:
 
 def _read_index(path: str) -> Any:
     if path.endswith(".safetensors"):
+        _regular_file(path, "safetensors-index")
         try:
             with open(path, "rb") as fh:
                 raw = fh.read(8)

@@ -7,6 +7,7 @@ replaced by a default. Messages name the field as ``model_config.<path>``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,9 +88,56 @@ def _field(prefix: str, key: str) -> str:
 
 
 def _integer(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+    # NaN and Infinity (which Python's json reads) are not integers either
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    return int(value)
+    return int(value) if int(value) == value else None
+
+
+_EXPERTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+_TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_top_k")
+
+
+def _check_moe(node: Mapping[str, Any], prefix: str) -> None:
+    """Experts routed per token: at least 1 and at most the experts there are (vLLM's router takes the
+    top k of the experts' logits: torch.topk fails past them, and its MoE output refuses 0)."""
+    experts = next((_integer(node[k]) for k in _EXPERTS if node.get(k) is not None), None)
+    key = next((k for k in _TOP_K if node.get(k) is not None), None)
+    if not experts or experts <= 1 or key is None:
+        return
+    top_k = _integer(node[key])
+    if top_k is None:
+        return  # _check_int reports it
+    if top_k == 0:
+        raise PlanInputError(
+            f"{_field(prefix, key)}: 0 experts per token: vLLM's MoE layer fails with \"top_k must be "
+            f"positive.\" Fix: set it to the value in the checkpoint's published config.json "
+            f"(1 to {experts})."
+        )
+    if top_k > experts:
+        raise PlanInputError(
+            f"{_field(prefix, key)}: {top_k} experts per token, but the model has {experts} experts: vLLM's "
+            'router fails with "selected index k out of range" (torch.topk). Fix: set it to at most '
+            f"{experts}, as in the checkpoint's published config.json."
+        )
+
+
+# Weight bits each AWQ kernel packs: AWQ's GEMM kernels 4 (awq.py: "only 4-bit"), AWQ-Marlin 4 and 8
+_AWQ_BITS = (4, 8)
+
+
+def _check_awq_bits(q: Mapping[str, Any], name: str) -> None:
+    if str(q.get("quant_method") or "").lower() not in ("awq", "awq_marlin"):
+        return
+    key = "bits" if q.get("bits") is not None else "w_bit"
+    bits = _integer(q.get(key))
+    if bits is None or bits in _AWQ_BITS:
+        return
+    raise PlanInputError(
+        f"{name}.{key}: Currently, only 4-bit weight quantization is supported for AWQ, but got {bits} bits "
+        "(vLLM's AWQ kernels pack 4-bit weights; AWQ-Marlin 4- or 8-bit). Fix: use a 4-bit AWQ checkpoint "
+        f"(bits: 4), or a GPTQ checkpoint for {bits}-bit weights."
+    )
 
 
 def _check_int(node: Mapping[str, Any], key: str, prefix: str, minimum: int) -> None:
@@ -166,7 +214,7 @@ def _check_rope(node: Mapping[str, Any], prefix: str) -> None:
             raise PlanInputError(
                 f"{name}.factor: expected a number, got {factor!r}. Fix: write it as a JSON number, e.g. 4.0."
             )
-        if factor is not None and factor <= 0:
+        if factor is not None and not (math.isfinite(factor) and factor > 0):
             raise PlanInputError(f"{name}.factor: must be > 0, got {factor!r}. Fix: e.g. 4.0.")
         _check_int(rope, "original_max_position_embeddings", f"{prefix}{key}.", 1)
 
@@ -194,6 +242,7 @@ def _check_quant(q: Any, prefix: str) -> None:
             raise PlanInputError(
                 f"{name}.{key}: expected an integer, got {v!r}. Fix: write it as a JSON number, e.g. 128."
             )
+    _check_awq_bits(q, name)
 
 
 def _check_node(node: Mapping[str, Any], prefix: str) -> None:
@@ -205,6 +254,7 @@ def _check_node(node: Mapping[str, Any], prefix: str) -> None:
         if node.get(key) not in (None, False):
             _check_int(node, key, prefix, 1)
     _check_heads(node, prefix)
+    _check_moe(node, prefix)
     _check_rope(node, prefix)
     _check_kinds(node, prefix)
     kinds = node.get("layer_types")

@@ -53,10 +53,9 @@ def _number(
 
 
 def length_text(text: str) -> int:
-    """max_model_len as vLLM reads it: 32k = 32,000, 32K = 32,768."""
-    if text[-1:] in ("k", "K"):
-        return int(float(text[:-1]) * (1000 if text[-1] == "k" else 1024))
-    return int(text)
+    """max_model_len as vLLM reads it (`human_readable_int`): 32k = 32,000, 32K = 32,768, 1M = 1,048,576,
+    1m = 1,000,000; no decimals with a binary suffix."""
+    return bytes_text(text)
 
 
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -83,7 +82,7 @@ def parse_length(options: Mapping[str, Any], key: str) -> int | None:
     v = options.get(key)
     if isinstance(v, str) and v.strip().lower() in ("auto", "-1") or v == -1:
         return None
-    return _number(options, key, length_text, "an integer")
+    return _number(options, key, length_text, "an integer such as 32768, 32K or 1M")
 
 
 def parse_bytes(options: Mapping[str, Any], key: str) -> int | None:
@@ -251,7 +250,7 @@ OPTIONS: tuple[PlanOption, ...] = (
     PlanOption(
         "max_model_len",
         parse_length,
-        "context length; 32k = 32,000, 32K = 32,768, auto = the model's",
+        "context length; 32k = 32,000, 32K = 32,768, 1M = 1,048,576, auto = the model's",
         str,
         "N",
         vllm_flags=("--max-model-len",),

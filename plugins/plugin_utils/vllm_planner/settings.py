@@ -193,6 +193,22 @@ def vllm_default_len(arch: ModelArch, vinfo: VersionInfo) -> int:
     return derived
 
 
+def _yarn_hint(arch: ModelArch, vinfo: VersionInfo, user_len: int) -> str:
+    """Where YaRN would allow the length in older releases: 0.30+ take max_position_embeddings as already
+    scaled (vllm/config/model.py `_get_and_verify_max_len` at v0.34.0), so the config must say so."""
+    ml = arch.max_len
+    if vinfo.yarn_multiplies or ml.rope_type != "yarn" or not ml.original_max or not ml.rope_factor:
+        return ""
+    scaled = int(ml.original_max * ml.rope_factor)
+    if user_len > scaled or (ml.base or 0) >= scaled:
+        return ""
+    return (
+        f", or set max_position_embeddings to {scaled} (original_max_position_embeddings x YaRN factor) in "
+        f"config.json: vLLM {vinfo.text} (0.30+) takes max_position_embeddings as already scaled by YaRN "
+        "and no longer multiplies it"
+    )
+
+
 def context_length(
     opts: PlanOptions, arch: ModelArch, vinfo: VersionInfo, notes: Notes
 ) -> tuple[int, str, int]:
@@ -203,7 +219,7 @@ def context_length(
     if user_len is not None and user_len > derived:
         notes.errors.append(
             f"max_model_len: {E.max_len_too_long(user_len, key, derived)} Fix: set max_model_len "
-            f"<= {derived}."
+            f"<= {derived}{_yarn_hint(arch, vinfo, user_len)}."
         )
     if target_len is not None and target_len > derived:
         notes.warnings.append(
