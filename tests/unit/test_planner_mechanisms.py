@@ -10,6 +10,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner
     version_from_image,
     version_info,
 )
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.config import resolve
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.settings import (
     vllm_scheduler_defaults,
 )
@@ -42,11 +43,20 @@ def test_serve_defaults_by_gpu_class_and_usage_context() -> None:
 
 def test_v0_defaults_whole_prompt_or_chunked_above_32k() -> None:
     """V0: without chunked prefill one prefill of max_model_len (vllm#10517, 0.6.4 at --max-model-len
-    29000 profiled 29000 tokens); `vllm serve` above 32K chunked prefill at 2048 (vllm#13061, 0.7.2)."""
+    29000 profiled 29000 tokens); above 32K chunked prefill at 2048 (vllm#13061, 0.7.2), for `vllm serve`
+    and LLM() alike (EngineArgs.create_engine_config), from 0.5.3, not for multimodal or (0.7.1+) MLA
+    models."""
     g = GpuSpec.from_any(RTX3090)
+    llama = resolve(config("meta-llama__Meta-Llama-3.1-8B"))
     assert vllm_scheduler_defaults(g, version_info("0.6.4"), "chat", 29000) == (29000, 256)
     assert vllm_scheduler_defaults(g, version_info("0.7.2"), "chat", 131072) == (2048, 256)
-    assert vllm_scheduler_defaults(g, version_info("0.6.4"), "batch", 131072) == (131072, 256)
+    assert vllm_scheduler_defaults(g, version_info("0.6.4"), "batch", 131072, arch=llama) == (512, 256)
+    assert vllm_scheduler_defaults(g, version_info("0.5.2"), "chat", 131072, arch=llama) == (131072, 256)
+    vl = resolve(config("Qwen__Qwen3-VL-8B-Instruct"))
+    assert vllm_scheduler_defaults(g, version_info("0.7.3"), "chat", 131072, arch=vl) == (131072, 256)
+    dsv3 = resolve(config("deepseek-ai__DeepSeek-V3"))
+    assert vllm_scheduler_defaults(g, version_info("0.7.3"), "chat", 131072, arch=dsv3) == (131072, 256)
+    assert vllm_scheduler_defaults(g, version_info("0.6.6"), "chat", 131072, arch=dsv3) == (512, 256)
 
 
 def test_plan_reports_vllm_without_args_failing_where_its_own_plan_starts() -> None:

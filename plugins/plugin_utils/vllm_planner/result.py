@@ -119,7 +119,7 @@ def vllm_defaults(s: Settings, tp: int, pp: int) -> dict[str, Any]:
     ctx, opts = s.ctx, s.opts
     length = opts.max_model_len or s.default_len
     mnbt, seqs = vllm_scheduler_defaults(
-        ctx.gpu, ctx.vinfo, opts.workload, length, opts.max_num_batched_tokens, opts.max_num_seqs
+        ctx.gpu, ctx.vinfo, opts.workload, length, opts.max_num_batched_tokens, opts.max_num_seqs, ctx.arch
     )
     ev = evaluate(ctx, tp, pp, s.gmu, mnbt, seqs, length)
     st = ev.stage

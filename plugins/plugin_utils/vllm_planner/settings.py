@@ -18,6 +18,7 @@ from .gpu import GpuSpec
 from .lora import DEFAULT_LORA_RANK
 from .options import PlanOptions
 from .quant import QuantSpec, for_release, kv_dtype_bytes, resolve_quant
+from .v0_engine import v0_long_context_chunked
 from .versions import VersionInfo
 from .weights import (
     checkpoint_bytes,
@@ -247,7 +248,6 @@ def class_defaults(g: GpuSpec, vinfo: VersionInfo, workload: str) -> tuple[int, 
 # V0 engine (before 0.8): SchedulerConfig's defaults
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048  # without chunked prefill: max(max_model_len, 2048)
-V0_LONG_CONTEXT = 32 * 1024  # `vllm serve` turns chunked prefill on above this length
 
 
 def vllm_scheduler_defaults(
@@ -257,19 +257,20 @@ def vllm_scheduler_defaults(
     max_model_len: int,
     user_mnbt: int | None = None,
     user_seqs: int | None = None,
+    arch: ModelArch | None = None,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) that vLLM itself runs with; a passed value is kept.
 
     V1 (0.8+): the usage-context / GPU-class defaults, then mnbt <= max_num_seqs x max_model_len and
     max_num_seqs <= mnbt. V0: 256 sequences; without chunked prefill one prefill of the whole context
-    (max(max_model_len, 2048)); `vllm serve` enabled chunked prefill above 32K with 512 tokens (0.6) or
-    2048 (0.7).
+    (max(max_model_len, 2048)); above 32K vLLM 0.5.3+ turns chunked prefill on (v0_long_context_chunked)
+    with 512 tokens (0.5-0.6) or 2048 (0.7).
     """
     if vinfo.v0_engine:
         seqs = user_seqs or V0_MAX_NUM_SEQS
         if user_mnbt:
             mnbt = user_mnbt
-        elif workload == "chat" and max_model_len > V0_LONG_CONTEXT:
+        elif v0_long_context_chunked(vinfo.version, max_model_len, arch):
             mnbt = 2048 if vinfo.version >= (0, 7) else 512
         else:
             mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
@@ -281,12 +282,17 @@ def vllm_scheduler_defaults(
 
 
 def scheduler(
-    opts: PlanOptions, g: GpuSpec, vinfo: VersionInfo, notes: Notes, want_len: int
+    opts: PlanOptions,
+    g: GpuSpec,
+    vinfo: VersionInfo,
+    notes: Notes,
+    want_len: int,
+    arch: ModelArch | None = None,
 ) -> tuple[int, int, int]:
     """(class default max_num_seqs, max_num_seqs, max_num_batched_tokens) before KV sizing."""
     if vinfo.v0_engine:
         # V0 refuses a batch below max_model_len unless chunked prefill is on: keep vLLM's own choice
-        cls_mnbt, cls_seqs = vllm_scheduler_defaults(g, vinfo, opts.workload, want_len)
+        cls_mnbt, cls_seqs = vllm_scheduler_defaults(g, vinfo, opts.workload, want_len, arch=arch)
     else:
         cls_mnbt, cls_seqs = class_defaults(g, vinfo, opts.workload)
     user_seqs, user_mnbt = opts.max_num_seqs, opts.max_num_batched_tokens
@@ -354,7 +360,7 @@ def settle(
         arch, ckpt_quant, ckpt_d, d, safetensors_index, weights_bytes, notes.warnings
     )
     derived, key, want_len = context_length(opts, arch, vinfo, notes)
-    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes, want_len)
+    cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes, want_len, arch)
     ctx = Ctx(
         arch=arch,
         gpu=g,

@@ -113,3 +113,25 @@ def v1_unsupported(
     if quantization == "gguf":
         return "--quantization gguf"
     return ""
+
+
+# EngineArgs.create_engine_config (vllm/engine/arg_utils.py at v0.5.3 and v0.7.3): with
+# enable_chunked_prefill unset, a max_model_len above 32K turns chunked prefill on, for `vllm serve` and
+# LLM() alike (the usage context plays no part), except for models with a sliding window and (v0.7.3)
+# multimodal models; 0.7.1+ turn it off again for MLA ("MLA is enabled; forcing chunked prefill and prefix
+# caching to be disabled", vllm/config.py VllmConfig.__post_init__).
+V0_LONG_CONTEXT = 32 * 1024
+V0_LONG_CONTEXT_CHUNKED_FIRST = (0, 5, 3)
+
+
+def v0_long_context_chunked(
+    version: tuple[int, int, int], max_model_len: int, arch: ModelArch | None
+) -> bool:
+    """Whether V0 turns chunked prefill on by itself for this length and model."""
+    if version < V0_LONG_CONTEXT_CHUNKED_FIRST or max_model_len <= V0_LONG_CONTEXT:
+        return False
+    if arch is None:
+        return True
+    if arch.is_multimodal or arch.sliding_window is not None:
+        return False
+    return not (arch.is_mla and version >= V0_MLA_FIRST)
