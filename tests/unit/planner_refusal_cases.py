@@ -952,6 +952,14 @@ CASES: list[Case] = [
         fix="set max_position_embeddings to 131072",
     ),
     Case(
+        "version-with-trailing-text",
+        QWEN3_8,
+        flags=V("0.10abc"),
+        rc=BAD_INPUT,
+        input="vllm_version",
+        fix="set vllm_version to the image's vLLM release as it reports it",
+    ),
+    Case(
         "version-not-a-version",
         QWEN3_8,
         flags=V("latest"),

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import cli, plan
-from planner_helpers import A100_40, H100, T4, config, gpu
+from planner_helpers import A100_40, CONFIGS, H100, T4, config, gpu
 
 
 def _qwen3_yarn() -> dict:
@@ -67,3 +67,30 @@ def test_fp8_kv_cache_below_sm89(version: str, host: dict, kv: str, refused: boo
     assert bool(named) is refused, named
     if refused:
         assert "Fix: set kv_cache_dtype" in named[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "release", "reason"),
+    [
+        ("0.10", "0.10.0", "names no patch release"),
+        ("0.19.0-cu128", "0.19.0", "carries the build suffix '-cu128'"),
+        ("0.20.0rc1", "0.20.0", "is a pre-release (rc1)"),
+    ],
+)
+def test_a_loose_version_text_says_which_release_it_planned(
+    text: str, release: str, reason: str, capsys
+) -> None:
+    r = plan(config("Qwen__Qwen3-8B"), gpu(H100, count=1), options={"vllm_version": text})
+    assert r["vllm_version"] == release
+    warning = next(w for w in r["warnings"] if w.startswith(f"VLLM VERSION READ AS {release}:"))
+    assert f"vllm_version {text!r} {reason}" in warning and "Fix: set vllm_version" in warning
+    argv = ["--model-config", str(CONFIGS / "Qwen__Qwen3-8B" / "config.json"), "--gpu-memory-mib", "81559"]
+    argv += ["--gpus-per-node", "1", "--gpu-name", "NVIDIA H100 80GB HBM3", "--vllm-version", text]
+    cli.main([*argv, "--format", "table"])
+    assert f"WARNING: VLLM VERSION READ AS {release}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["0.11.2", "v0.11.0", "0.8.5.post1"])
+def test_a_plain_release_reads_without_a_warning(text: str) -> None:
+    r = plan(config("Qwen__Qwen3-8B"), gpu(H100, count=1), options={"vllm_version": text})
+    assert not any(w.startswith("VLLM VERSION") for w in r["warnings"])

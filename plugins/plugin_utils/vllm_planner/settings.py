@@ -85,6 +85,12 @@ def version_warnings(vinfo: VersionInfo) -> list[str]:
             "merged since that release are not modelled. Fix: run a released image and set vllm_version "
             "to its release"
         )
+    if vinfo.reading:
+        out.append(
+            f"VLLM VERSION READ AS {vinfo.text}: vllm_version {vinfo.raw!r} {vinfo.reading}; planned with "
+            f"the {vinfo.text} release's accounting ({vinfo.family}). Fix: set vllm_version to the exact "
+            "release the image runs (python -c 'import vllm; print(vllm.__version__)') if it is not that one"
+        )
     if not vinfo.extrapolated:
         return out
     if vinfo.version < (0, 4):

@@ -20,6 +20,14 @@ NEWEST_MODELLED = (0, 34, 0)
 OLDEST_MODELLED = (0, 4, 0)
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# What may follow X.Y[.Z] in a version vLLM or an image reports: more release numbers (0.10.1.1), a
+# pre-release (rc1), .postN, .devN, a +local part, or an image tag's build suffix (-cu128); anything else
+# is not a version (0.10abc) and is refused rather than read as its leading numbers.
+_TAIL_RE = re.compile(
+    r"^(?P<more>(?:\.\d+)*)(?P<pre>(?:rc|a|b)\d+)?(?:\.post\d+)?(?:\.dev\d*)?(?:\+[0-9a-z.]+)?"
+    r"(?P<build>[-_][0-9a-z][0-9a-z._-]*)?$",
+    re.IGNORECASE,
+)
 # setuptools-scm builds between releases: 0.11.1.dev123+gabc1234 (main after 0.11.0), 0.12.0rc1.dev4
 _DEV_RE = re.compile(r"(?:\.dev\d*|\+g?[0-9a-f]{6,})", re.IGNORECASE)
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$", re.IGNORECASE)
@@ -51,6 +59,12 @@ def _parse_release(text: str) -> Version:
         raise PlanInputError(
             f"vllm_version: cannot parse {text!r}; expected a release such as 0.11.2. Fix: set vllm_version "
             "to the image's vLLM release (python -c 'import vllm; print(vllm.__version__)')."
+        )
+    if not _TAIL_RE.match(text[match.end() :]):
+        raise PlanInputError(
+            f"vllm_version: {text!r} is not a version: only {text[: match.end()]!r} of it reads as one. Fix: "
+            "set vllm_version to the image's vLLM release as it reports it (python -c 'import vllm; "
+            "print(vllm.__version__)'), e.g. 0.11.2."
         )
     major, minor, patch = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
     if (major, minor) < (0, 2):
@@ -192,10 +206,32 @@ class VersionInfo:
     dev_build: bool = False
     # The text it was parsed from.
     raw: str = ""
+    # How that text was read where it is not plainly the release (version_reading); "" otherwise.
+    reading: str = ""
 
     @property
     def text(self) -> str:
         return _release_text(self.version)
+
+
+def version_reading(text: str | None, version: Version) -> str:
+    """How a version text was read, where it is not plainly the release planned for ("" otherwise):
+    a minor release without its patch, a release candidate, an image's build suffix, a fourth number."""
+    raw = str(text or "").strip()
+    match = _VERSION_RE.match(raw)
+    tail = _TAIL_RE.match(raw[match.end() :]) if match else None
+    if match is None or tail is None or is_dev_build(raw):
+        return ""  # none given, or a development build (version_warnings says so)
+    reasons = []
+    if match.group(3) is None:
+        reasons.append("names no patch release")
+    if tail.group("more"):
+        reasons.append(f"has the extra release number(s) {tail.group('more')!r}, not modelled apart")
+    if tail.group("pre"):
+        reasons.append(f"is a pre-release ({tail.group('pre')}), planned as the final release")
+    if tail.group("build"):
+        reasons.append(f"carries the build suffix {tail.group('build')!r}, which is ignored")
+    return "; ".join(reasons)
 
 
 @lru_cache(maxsize=256)
@@ -265,6 +301,7 @@ def version_info(text: str | None) -> VersionInfo:
         assumed=text is None or str(text).strip() == "",
         dev_build=is_dev_build(text),
         raw="" if text is None else str(text).strip(),
+        reading=version_reading(text, v),
     )
 
 
