@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # Copyright: vllm-fleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Wait until a vLLM container generates tokens; report its startup KV-cache figures."""
+"""Wait until a vLLM container generates tokens (or embeds, or scores); report its startup KV-cache
+figures."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ options:
     description: Tokens to generate in each check request.
     type: int
     default: 4
+  task:
+    description:
+      - What the model does, as P(vllm_fleet.vllm_fleet.vllm_serving_model_features#filter) chose it.
+      - C(generate) checks completions; C(embed) a real C(/v1/embeddings) call (a vector comes back);
+        C(score) a real C(/rerank) call (every document is scored). Pooling models do not stream.
+    type: str
+    choices: [generate, embed, score]
+    default: generate
   stream:
     description: Also check that a streaming completion delivers chunks and ends with C([DONE]).
     type: bool
@@ -187,6 +196,39 @@ def _completion(p):
     return time.monotonic() - start, tokens
 
 
+# task -> (path, request, check of the answer that says the model computed something)
+_POOLING_PROBES = {
+    "embed": (
+        "/v1/embeddings",
+        {"input": "Hello"},
+        lambda body: bool((body.get("data") or [{}])[0].get("embedding")),
+    ),
+    "score": (
+        "/rerank",
+        {"query": "Hello", "documents": ["Hello", "world"]},
+        lambda body: len(body.get("results") or []) == 2,
+    ),
+}
+
+
+def _pooling(p):
+    """One real pooling request of the model's task: (seconds, 0)."""
+    path, request, answered = _POOLING_PROBES[p["task"]]
+    start = time.monotonic()
+    try:
+        payload = dict(request, model=p["model"])
+        with _post(p["url"] + path, p["api_key"], payload, p["request_timeout"]) as resp:
+            body = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode("utf-8", "replace")
+        raise NotReady(f"{path} answered HTTP {exc.code}: {detail}") from None
+    except (OSError, ValueError) as exc:
+        raise NotReady(f"{path} failed: {exc}") from None
+    if not isinstance(body, dict) or not answered(body):
+        raise NotReady(f"{path} answered without a result: {json.dumps(body)[:300]}")
+    return time.monotonic() - start, 0
+
+
 def _stream(p):
     payload = {
         "model": p["model"],
@@ -240,6 +282,7 @@ def main():
             container=dict(type="str", default=""),
             timeout=dict(type="int", default=600),
             max_tokens=dict(type="int", default=4, no_log=False),
+            task=dict(type="str", default="generate", choices=["generate", "embed", "score"]),
             stream=dict(type="bool", default=True),
             request_timeout=dict(type="int", default=60),
         ),
@@ -300,13 +343,13 @@ def main():
                 last_error = f"/health answered {status}" if status else "/health does not answer"
         if health_seconds is not None:
             try:
-                seconds, tokens = _completion(p)
+                seconds, tokens = _pooling(p) if p["task"] in _POOLING_PROBES else _completion(p)
                 result.update(
                     health_seconds=health_seconds,
                     completion_seconds=round(seconds, 3),
                     completion_tokens=tokens,
                 )
-                if p["stream"]:
+                if p["stream"] and p["task"] == "generate":
                     ttft, chunks, total = _stream(p)
                     result.update(
                         ttft_seconds=round(ttft, 3), stream_chunks=chunks, stream_seconds=round(total, 3)

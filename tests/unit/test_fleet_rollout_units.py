@@ -129,14 +129,14 @@ def _fact(role: str | None, url: str) -> dict:
 )
 def test_readiness_checks_gate_a_follower_by_its_container(role: str | None, url: str, check: str) -> None:
     assert readiness_checks(_fact(role, url), ["llama"]) == [
-        {"model": "llama", "container": "vllm-llama", "url": url, "check": check}
+        {"model": "llama", "container": "vllm-llama", "url": url, "check": check, "task": "generate"}
     ]
 
 
 def test_readiness_checks_of_a_model_without_record_ask_its_api() -> None:
     # the gate refuses a missing record before; the check then fails naming the model
     assert readiness_checks({}, ["llama"]) == [
-        {"model": "llama", "container": "", "url": "", "check": "http"}
+        {"model": "llama", "container": "", "url": "", "check": "http", "task": "generate"}
     ]
 
 

@@ -190,3 +190,17 @@ def test_bad_task_is_refused() -> None:
 def test_releases_before_0_8_are_refused() -> None:
     with pytest.raises(ServingError, match=r"before 0\.8\.0 are not supported"):
         model_features(*_files(R1_DISTILL), None, "0.7.3", "r1")
+
+
+def test_a_hybrid_thinking_template_of_another_family_takes_the_qwen3_parser() -> None:
+    # the lab's tiny (a Llama) with Qwen3's template shape: thinking unless enable_thinking is false, where
+    # deepseek_r1 would put a non-thinking turn's whole answer in reasoning_content
+    template = (
+        "{% if add_generation_prompt %}<|assistant|>\n"
+        "{% if enable_thinking is not defined or enable_thinking %}<think>\n"
+        "{% else %}<think>\n\n</think>\n\n{% endif %}{% endif %}<tool_call>"
+    )
+    llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    features = model_features(llama, {"chat_template": template}, {}, "0.32.0")
+    assert (features["tool_call_parser"], features["reasoning_parser"]) == ("hermes", "qwen3")
+    assert "enable_thinking" in features["reasons"]["reasoning_parser"]

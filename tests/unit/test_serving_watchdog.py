@@ -255,6 +255,19 @@ def test_probe_sends_a_real_completion(server: str) -> None:
     assert body["model"] == "tiny" and body["max_tokens"] == 1
 
 
+def test_probe_of_a_pooling_model_asks_what_it_does(server: str) -> None:
+    _Handler.delay = 0.0
+    # the stand-in answers every path with "choices": a pooling answer must carry its own key
+    ok, reason, _ = wd.probe({**TARGET, "url": server, "task": "embed"}, timeout=2)
+    assert (ok, reason) == (False, "answer has no data")
+    ok, reason, _ = wd.probe({**TARGET, "url": server, "task": "score"}, timeout=2)
+    assert (ok, reason) == (False, "answer has no results")
+    assert [(path, body) for path, _auth, body in _Handler.seen] == [
+        ("/v1/embeddings", {"input": "ping", "model": "tiny"}),
+        ("/rerank", {"query": "ping", "documents": ["ping"], "model": "tiny"}),
+    ]
+
+
 def test_probe_times_out(server: str) -> None:
     _Handler.delay = 1.5
     ok, reason, seconds = wd.probe({**TARGET, "url": server}, timeout=0.5)

@@ -97,7 +97,7 @@ def readiness_checks(fact: Any, models: Iterable[str]) -> list[dict[str, str]]:
     ``http``: a real completion at the recorded URL. ``running``: a follower of a serving group,
     which serves no HTTP (``--headless``, no URL): its container must run, and its group's rank 0,
     whose readiness waits for every member, answers for it. Returns ``[{model, container, url,
-    check}]`` in the order of ``models``.
+    check, task}]`` in the order of ``models`` (task: what readiness probes, generate, embed or score).
     """
     recorded = _models(fact)
     out: list[dict[str, str]] = []
@@ -115,6 +115,7 @@ def readiness_checks(fact: Any, models: Iterable[str]) -> list[dict[str, str]]:
                 "container": str(current.get("container") or ""),
                 "url": str(current.get("url") or ""),
                 "check": "running" if follower else "http",
+                "task": str(current.get("task") or "generate"),
             }
         )
     return out

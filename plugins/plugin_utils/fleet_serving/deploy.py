@@ -29,6 +29,19 @@ ROLE_FLAGS: dict[str, str] = {
     "--lora-modules": "vllm_server_models[].adapters",
 }
 
+# Flags model_features sets from the model's family, template and task (vllm_server_models[].task,
+# tool_call_parser, reasoning_parser, chat_template): extra_args may not set them beside it.
+FEATURE_FLAGS: dict[str, str] = {
+    "--enable-auto-tool-choice": "vllm_server_models[].tool_call_parser",
+    "--tool-call-parser": "vllm_server_models[].tool_call_parser",
+    "--reasoning-parser": "vllm_server_models[].reasoning_parser",
+    "--enable-reasoning": "vllm_server_models[].reasoning_parser",
+    "--chat-template": "vllm_server_models[].chat_template",
+    "--runner": "vllm_server_models[].task",
+    "--convert": "vllm_server_models[].task",
+    "--task": "vllm_server_models[].task",
+}
+
 # First release whose `vllm serve` drains in-flight requests on SIGTERM (--shutdown-timeout; its default 0
 # aborts them). Before it, vLLM has no drain and the gateway's drain is all there is.
 SHUTDOWN_TIMEOUT_SINCE = (0, 18, 0)
@@ -104,10 +117,14 @@ def vllm_command(
     stop_timeout: Any = None,
     vllm_version: str | None = None,
     lora_modules: Iterable[Any] = (),
+    feature_args: Iterable[Any] = (),
 ) -> list[str]:
-    """The ``vllm serve`` arguments of one model: role flags, then the plan, then ``extra_args``.
+    """The ``vllm serve`` arguments of one model: role flags, then the plan, the model's features, then
+    ``extra_args``.
 
     ``lora_modules``: ``name=path`` of each LoRA adapter (``--lora-modules``; the plan has LoRA on).
+    ``feature_args``: the flags ``model_features`` chose (tool-call and reasoning parsers, chat template,
+    pooling runner).
 
     With ``stop_timeout`` (the container's), vLLM gets a ``--shutdown-timeout`` that lets in-flight
     requests finish on SIGTERM, on releases that have it.
@@ -144,6 +161,11 @@ def vllm_command(
                 f"vllm_server_models[{served_name}].extra_args sets {flag}: remove it, "
                 f"it comes from {ROLE_FLAGS[flag]}"
             )
+        if flag in FEATURE_FLAGS:
+            raise ServingError(
+                f"vllm_server_models[{served_name}].extra_args sets {flag}: remove it and set "
+                f"{FEATURE_FLAGS[flag].replace('[]', f'[{served_name}]')} instead (false turns it off)"
+            )
         if flag in PLANNER_FLAGS or flag in planned_flags:
             option = PLANNER_FLAGS.get(flag, flag.lstrip("-").replace("-", "_"))
             raise ServingError(
@@ -167,6 +189,7 @@ def vllm_command(
         *drain,
         *planned,
         *(["--lora-modules", *map(str, lora_modules)] if lora_modules else []),
+        *map(str, feature_args),
         *extra,
     ]
 

@@ -287,6 +287,13 @@ def _detect_reasoning_parser(config: Mapping[str, Any], template: str) -> tuple[
         return "glm45", f"GLM-4.5 <think> template: {_DOC_REASONING} 'GLM-4.5 series'"
     if _v31_thinking(template):
         return "deepseek_v3", f"DeepSeek V3.1 thinking switch: {_DOC_REASONING} 'DeepSeek-V3.1'"
+    if "enable_thinking" in template and "<think>" in template:
+        # a hybrid template that thinks unless told not to: vLLM's qwen3 parser follows the request's
+        # enable_thinking, where deepseek_r1 would take every answer of a non-thinking turn for reasoning
+        return "qwen3", (
+            f"hybrid thinking template (<think> switched by enable_thinking), as Qwen3's: {_DOC_REASONING} "
+            "'Qwen3 series'"
+        )
     if _r1_style(template):
         return "deepseek_r1", (
             f"DeepSeek-R1 style template (<think> prompt or </think> split): {_DOC_REASONING} "

@@ -50,20 +50,29 @@ DEFAULTS: dict[str, Any] = {
 
 
 # --- the inference check ------------------------------------------------------------------------------
+# task -> (path, request, the key a real answer carries): a pooling model is asked what it does
+PROBES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "generate": ("/v1/completions", {"prompt": "ping", "max_tokens": 1, "temperature": 0}, "choices"),
+    "embed": ("/v1/embeddings", {"input": "ping"}, "data"),
+    "score": ("/rerank", {"query": "ping", "documents": ["ping"]}, "results"),
+}
+
+
 def probe(target: dict[str, Any], timeout: float) -> tuple[bool, str, float]:
-    """One completion with max_tokens=1: (ok, reason, seconds)."""
-    payload = {"model": target["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
+    """One real request of the model's task (a completion with max_tokens=1): (ok, reason, seconds)."""
+    path, request, key = PROBES.get(str(target.get("task") or "generate"), PROBES["generate"])
+    payload = dict(request, model=target["model"])
     headers = {"Content-Type": "application/json"}
     if target.get("api_key"):
         headers["Authorization"] = "Bearer " + str(target["api_key"])
-    url = str(target["url"]).rstrip("/") + "/v1/completions"
+    url = str(target["url"]).rstrip("/") + path
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
     start = time.monotonic()
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             body = json.loads(resp.read())
-        if not body.get("choices"):
-            return False, "answer has no choices", time.monotonic() - start
+        if not body.get(key):
+            return False, f"answer has no {key}", time.monotonic() - start
         return True, "ok", time.monotonic() - start
     except urllib.error.HTTPError as exc:
         return False, f"HTTP {exc.code}", time.monotonic() - start
