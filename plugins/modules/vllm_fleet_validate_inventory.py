@@ -25,9 +25,9 @@ description:
   - Each value is rendered for its host; a vault secret without its password, or a lookup of a file that the
     deployment writes later, is not judged. A reference to a variable that is not defined, or a template that
     can never render (a misspelt filter, a syntax error), is a problem.
-  - Fails with one line per problem, each naming the inventory file (or C(extra vars (-e)) for a variable given
-    as an extra var, which wins over every file), the variable, what is wrong and the fix; a problem of a
-    group's variables is told once.
+  - Fails with one line per problem, each naming the inventory file (or C(extra vars (-e)) for a variable
+    given as an extra var, which wins over every file), the variable, what is wrong and the fix; a problem
+    of a group's variables is told once.
   - Runs on the control node whatever the task's host (an action plugin); never changes anything.
 options:
   hosts:

@@ -183,7 +183,8 @@ def test_the_sources_of_the_lab_inventory():
     assert found[("gpu_nodes", "vllm_server_models")].endswith("group_vars/gpu_nodes/vllm_server.yml")
     assert found[("all", "vllm_fleet_api_key")].endswith("group_vars/all/lab.yml")
     assert found[("lab-gpu1", "lab_gpu_profile")].endswith("hosts.yml")
-    assert set(children["gpu_nodes"]) == {"lab_h200", "lab_h100"}
+    assert found[("lab_h100", "vllm_server_models")].endswith("group_vars/lab_h100/vllm_server.yml")
+    assert set(children["gpu_nodes"]) == {"lab_h200", "lab_h100", "lab_l4"}
 
 
 @pytest.mark.parametrize(

@@ -439,7 +439,7 @@ MUTATIONS = [
             "model_weights_models",
             {"name": "tiny", "source": "huggingface", "repo_id": "vllm-fleet-lab/tiny2", "revision": "main"},
         ),
-        "model_weights_models[3].name",
+        "model_weights_models[4].name",
         "give every model its own name",
     ),
     M(
@@ -639,7 +639,7 @@ MUTATIONS = [
         GATEWAY,
         setvar("gateway_affinity_models", {"tiny-chat": {"key": "user"}}),
         "gateway_affinity_models['tiny-chat']",
-        "key it by a served name (tiny, tiny-lora-a, tiny-lora-b)",
+        "key it by a served name (tiny, tiny-embed, tiny-lora-a, tiny-lora-b)",
         source=GATEWAY,
     ),
     M(
@@ -648,7 +648,8 @@ MUTATIONS = [
         "hosts.yml",
         lab_gpu_groups(["lab-gpu1", "lab-gpu2"], []),
         "lab_h200",
-        "give the hosts with 8x H100 a GPU group of their own",
+        # "8x H100" from lab_gpu_profile, "8x NVIDIA H100 80GB HBM3" once a lab run has cached GPU facts
+        "give the hosts with 8x",
         source="hosts.yml",
     ),
     M(
