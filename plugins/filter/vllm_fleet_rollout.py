@@ -7,6 +7,8 @@ fleet_rollout_vllm_load(metrics_text, model)                  requests running/w
 fleet_rollout_vllm_counters(metrics_text, model)              vLLM counters a soak compares
 fleet_rollout_counters_delta(before, after)                   counters over a window
 fleet_rollout_latency_gate(measurements, baseline, factor, floor)  readiness latency vs the baseline
+fleet_rollout_canary_analysis(probe, baseline, factor, ...)  the canary vs live peers (else the baseline)
+fleet_rollout_canary_peers(endpoints_by_host, models, limit)  the live peers a canary is compared with
 fleet_rollout_failed_checks(results)                          readiness checks that did not pass
 fleet_rollout_snapshot(fact)                                  what runs before a change
 fleet_rollout_containers(before, fact, declared, prefix)      model -> container name
@@ -27,6 +29,7 @@ from typing import Any
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import gateway_access_log as access_log
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout import (
+    canary_analysis,
     gates,
     metrics,
     plan,
@@ -45,6 +48,8 @@ class FilterModule:
             "fleet_rollout_vllm_counters": metrics.vllm_counters,
             "fleet_rollout_counters_delta": metrics.counters_delta,
             "fleet_rollout_latency_gate": gates.latency_gate,
+            "fleet_rollout_canary_analysis": canary_analysis.canary_analysis,
+            "fleet_rollout_canary_peers": canary_analysis.canary_peers,
             "fleet_rollout_failed_checks": gates.failed_checks,
             "fleet_rollout_snapshot": gates.snapshot,
             "fleet_rollout_containers": gates.containers,
