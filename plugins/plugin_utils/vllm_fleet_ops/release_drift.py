@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ..fleet_serving import model_features
-from ..fleet_serving.deploy import ROLE_FLAGS
+from ..fleet_serving.deploy import FEATURE_FLAGS, ROLE_FLAGS
 from ..vllm_planner.options import OPTIONS
 
 # An argparse help option line: two spaces, the flag and its aliases ("--a A, --b A", "-tp TP, --x TP").
@@ -21,6 +21,7 @@ _METRIC = re.compile(r"vllm:[a-z0-9_]+")
 _SERIES_SUFFIX = re.compile(r"_(bucket|sum|count|created|total)$")
 # Flags the role passes another way (the model directory is positional, the key an environment variable).
 _NOT_ON_THE_COMMAND_LINE = ("--model", "--api-key")
+_LEGACY_FEATURE_FLAGS = ("--task", "--enable-reasoning")
 
 
 def help_flags(text: str) -> frozenset[str]:
@@ -40,6 +41,9 @@ def help_flags(text: str) -> frozenset[str]:
 def emitted_serve_flags() -> dict[str, str]:
     """Every ``vllm serve`` flag the serving role can put on a command line -> the variable that sets it."""
     emitted = {flag: owner for flag, owner in ROLE_FLAGS.items() if flag not in _NOT_ON_THE_COMMAND_LINE}
+    # the per-model feature flags of current releases (--task and --enable-reasoning go to releases before
+    # 0.10.1 / 0.9 only, which a current image does not have)
+    emitted |= {flag: owner for flag, owner in FEATURE_FLAGS.items() if flag not in _LEGACY_FEATURE_FLAGS}
     for option in OPTIONS:
         if option.vllm_flag is not None:
             emitted[option.vllm_flag] = f"the planner (vllm_server_models[].overrides.{option.name})"
