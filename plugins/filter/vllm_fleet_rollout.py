@@ -8,6 +8,7 @@ fleet_rollout_vllm_counters(metrics_text, model)              vLLM counters a so
 fleet_rollout_counters_delta(before, after)                   counters over a window
 fleet_rollout_latency_gate(measurements, baseline, factor, floor)  readiness latency vs the baseline
 fleet_rollout_canary_analysis(probe, baseline, factor, ...)  the canary vs live peers (else the baseline)
+fleet_rollout_canary_peer_hosts(plan, host, unit, models_by_host, models, limit)  hosts of the live peers
 fleet_rollout_canary_peers(endpoints_by_host, models, limit)  the live peers a canary is compared with
 fleet_rollout_failed_checks(results)                          readiness checks that did not pass
 fleet_rollout_snapshot(fact)                                  what runs before a change
@@ -50,6 +51,7 @@ class FilterModule:
             "fleet_rollout_latency_gate": gates.latency_gate,
             "fleet_rollout_canary_analysis": canary_analysis.canary_analysis,
             "fleet_rollout_canary_peers": canary_analysis.canary_peers,
+            "fleet_rollout_canary_peer_hosts": canary_analysis.canary_peer_hosts,
             "fleet_rollout_failed_checks": gates.failed_checks,
             "fleet_rollout_snapshot": gates.snapshot,
             "fleet_rollout_containers": gates.containers,

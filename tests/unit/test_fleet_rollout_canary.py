@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_rollout.canary_analysis import (
     canary_analysis,
+    canary_peer_hosts,
     canary_peers,
     mann_whitney_greater,
     sign_test_greater,
@@ -181,6 +182,36 @@ def test_canary_peers_prefer_recorded_deployments() -> None:
         "mistral": [],
     }
     assert canary_peers(endpoints, ["llama"], 0) == {"llama": []}
+
+
+def test_canary_peer_hosts_are_those_still_on_the_version_before() -> None:
+    llama, qwen = [{"name": "llama", "port": 8000}], [{"name": "qwen", "port": 8001}]
+    models_by_host = {"a": llama, "b": llama, "c": llama + qwen, "d": llama, "e": qwen, "out": llama}
+    # b is the canary with its unit [b, d]; a went before; c, e after; "out" is not in this rollout
+    plan = {"order": ["a", "b", "d", "c", "e"], "next_index": {"b": 3}, "followers": []}
+    assert canary_peer_hosts(plan, "b", ["b", "d"], models_by_host, ["llama", "qwen"], 2) == ["c", "out", "e"]
+    assert canary_peer_hosts(plan, "b", ["b", "d"], models_by_host, ["llama"], 1) == ["c"]
+    assert canary_peer_hosts({**plan, "followers": ["c"]}, "b", ["b"], models_by_host, ["llama"], 2) == [
+        "out"
+    ]
+    # the last batch: nothing left on the version before but the hosts outside the rollout
+    assert canary_peer_hosts({**plan, "next_index": {"e": 5}}, "e", ["e"], models_by_host, ["qwen"]) == []
+    assert canary_peer_hosts(None, "a", ["a"], models_by_host, ["llama"], 2) == ["b", "c"]
+
+
+def test_the_gate_probes_live_peers_and_lets_the_analysis_decide() -> None:
+    import yaml
+
+    gate = yaml.safe_load((ROOT / "roles" / "fleet_rollout" / "tasks" / "gate.yml").read_text())
+    probe = next(t for t in gate if "vllm_fleet.vllm_fleet.fleet_rollout_canary_probe" in t)
+    assert probe["no_log"] is True and probe["loop"] == "{{ __fleet_rollout_gate_probe_models }}"
+    judged = [t for t in gate if "fleet_rollout_canary_analysis" in str(t)]
+    assert judged and "fleet_rollout_gate_inconclusive" in str(judged[0])
+    # the recorded baseline still judges the models the probe does not stream to (pooling models)
+    baseline = next(t for t in gate if "fleet_rollout_latency_gate" in str(t))
+    assert "reject('in', __fleet_rollout_gate_probe_models)" in baseline["loop"]
+    report = (ROOT / "roles" / "fleet_rollout" / "tasks" / "report.yml").read_text()
+    assert "__fleet_rollout_gate" in report and "'samples'" in report and "'peers'" in report
 
 
 # --- the probe module against streaming stand-ins --------------------------------------------------------

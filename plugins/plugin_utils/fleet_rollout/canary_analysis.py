@@ -331,6 +331,38 @@ def canary_analysis(
     }
 
 
+def canary_peer_hosts(
+    plan: Mapping[str, Any] | None,
+    host: str,
+    unit: Iterable[str],
+    models_by_host: Mapping[str, Any],
+    models: Iterable[str],
+    limit: int = 2,
+) -> list[str]:
+    """The hosts whose vLLM servers a canary's models are compared with: up to ``limit`` per model.
+
+    Live peers still serve the version before: the hosts after the canary's batch in the plan's
+    ``order`` (``order[next_index[host]:]``), then the serving hosts outside the rollout (``--limit``),
+    in ``models_by_host`` order (host -> its ``vllm_server_models``); never the canary's ``unit``,
+    nor a follower of a serving group (it serves no HTTP). Without a plan, every other host.
+    """
+    plan = plan if isinstance(plan, Mapping) else {}
+    order = [str(h) for h in plan.get("order") or []]
+    start = (plan.get("next_index") or {}).get(host, len(order))
+    left_out = {str(host), *map(str, unit or []), *map(str, plan.get("followers") or [])}
+    candidates = [h for h in [*order[int(start) :], *(str(h) for h in models_by_host if str(h) not in order)]]
+    out: list[str] = []
+    for model in models:
+        serving = [
+            h
+            for h in candidates
+            if h not in left_out
+            and any(isinstance(m, Mapping) and m.get("name") == model for m in models_by_host.get(h) or [])
+        ]
+        out += [h for h in serving[: max(int(limit), 0)] if h not in out]
+    return out
+
+
 def canary_peers(
     endpoints_by_host: Mapping[str, Any], models: Iterable[str], limit: int = 2
 ) -> dict[str, list[dict[str, str]]]:
