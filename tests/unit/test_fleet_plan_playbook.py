@@ -56,6 +56,15 @@ def test_plan_playbook_prints_the_table_without_contacting_hosts(example_run):
     ]:
         row = next(line for line in table.splitlines() if line.split()[:2] == [group, model])
         assert gpus in row and row.rstrip().endswith("ok")
+    # the serving group: one replica of Llama-3.1-405B FP8 over two 8xH100 hosts, TP 8 x PP 2
+    row = next(
+        line
+        for line in table.splitlines()
+        if line.split()[:2] == ["llama405b_nodes", "llama-3.1-405b-instruct-fp8"]
+    )
+    assert "8x NVIDIA H100 80GB HBM3 (80 GiB) x2 nodes" in row and row.rstrip().endswith("ok")
+    tp, pp = row.split("x2 nodes", 1)[1].split()[:2]
+    assert (tp, pp) == ("8", "2"), row
 
 
 def test_plan_json_equals_the_planner_command(example_run):
@@ -73,6 +82,15 @@ def test_plan_json_equals_the_planner_command(example_run):
         assert json.loads(proc.stdout) == entry["plan"], (entry["group"], entry["model"])
     fp8 = next(e for e in planned if e["model"] == "llama-3.1-70b-instruct-fp8")
     assert fp8["plan"]["tensor_parallel_size"] > 1  # 70B at FP8 does not fit one 24 GiB card
+    # the serving group is planned as one replica over both its hosts: a pipeline stage per host
+    group = next(e for e in planned if e["group"] == "llama405b_nodes")
+    assert group["model"] == "llama-3.1-405b-instruct-fp8"
+    assert group["hosts"] == ["gpu-h100-05.dc1.example.com", "gpu-h100-06.dc1.example.com"]
+    assert group["gpu"]["nodes"] == 2 and group["gpu"]["count"] == 8
+    assert "--nodes" in group["command"] and group["command"][group["command"].index("--nodes") + 1] == "2"
+    plan = group["plan"]
+    assert plan["feasible"] and plan["quantization"] == "fp8"
+    assert (plan["tensor_parallel_size"], plan["pipeline_parallel_size"]) == (8, 2)
 
 
 @pytest.mark.parametrize("allow", [False, True])

@@ -112,6 +112,16 @@ def lab_gpu_groups(h200: list[str], h100: list[str]) -> Callable[[Any], Any]:
     return edit
 
 
+def host_var_dropped(group: str, host: str, name: str) -> Callable[[Any], Any]:
+    """hosts.yml of the example: drop a host variable of a host of a child group of gpu_nodes."""
+
+    def edit(data: Any) -> Any:
+        data["all"]["children"]["gpu_nodes"]["children"][group]["hosts"][host].pop(name)
+        return data
+
+    return edit
+
+
 def empty_group(path: list[str]) -> Callable[[Any], Any]:
     def edit(data: Any) -> Any:
         node = data
@@ -567,6 +577,23 @@ MUTATIONS = [
         "nvidia_driver_brnach",
         "rename it to nvidia_driver_branch",
     ),
+    # the example's serving group (two 8xH100 hosts, one replica of Llama-3.1-405B FP8)
+    M(
+        "example-serving-group-typo",
+        EXAMPLE,
+        "group_vars/all/vllm_fleet.yml",
+        setvar("vllm_fleet_serving_groups", [{"group": "llama405b_node", "backend": "auto"}]),
+        "vllm_fleet_serving_groups[0]",
+        "name a child group of gpu_nodes",
+    ),
+    M(
+        "example-serving-group-rank0-address",
+        EXAMPLE,
+        "hosts.yml",
+        host_var_dropped("llama405b_nodes", "gpu-h100-05.dc1.example.com", "vllm_fleet_internal_address"),
+        "vllm_fleet_internal_address",
+        "set vllm_fleet_internal_address (or vllm_server_listen_address) for gpu-h100-05.dc1.example.com",
+    ),
     M(
         "example-backend-group",
         EXAMPLE,
@@ -809,7 +836,13 @@ def cache_gpu_facts(cache: Path, pairs: dict[str, str]) -> dict[str, str]:
 )
 def test_the_plans_that_need_no_host_are_made_by_validate(tmp_path, rtx4090_profile, ok):
     env = cache_gpu_facts(
-        tmp_path / "facts", {"h100_nodes": "h100x8", "rtx4090_nodes": rtx4090_profile, "a100_nodes": "a100x8"}
+        tmp_path / "facts",
+        {
+            "h100_nodes": "h100x8",
+            "rtx4090_nodes": rtx4090_profile,
+            "a100_nodes": "a100x8",
+            "llama405b_nodes": "h100x8",  # the serving group: two 8xH100 hosts, one replica
+        },
     )
     proc = subprocess.run(
         ["ansible-playbook", "-i", "inventories/example", "playbooks/validate.yml", "-v"],
@@ -822,7 +855,8 @@ def test_the_plans_that_need_no_host_are_made_by_validate(tmp_path, rtx4090_prof
     )
     if ok:
         assert proc.returncode == 0, proc.stdout[-3000:]
-        assert "7 (GPU group, model) plan(s) made from cached GPU facts" in " ".join(proc.stdout.split())
+        # 7 on single hosts, and the serving group's one replica over two hosts
+        assert "8 (GPU group, model) plan(s) made from cached GPU facts" in " ".join(proc.stdout.split())
     else:
         # one L4 (24 GB) cannot hold a 70B model in FP8: fleet_plan_models[2]
         assert proc.returncode != 0
