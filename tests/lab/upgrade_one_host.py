@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""One lab host upgraded under client load, with the lab's own settings: what a newcomer does after
+`make lab`.
+
+Four threads of the official openai client (streaming and not, through the gateway) run while
+`playbooks/upgrade.yml` replaces one lab host's vLLMs with the same image under a second tag, then while
+`playbooks/rollback.yml` returns it. Passes when both playbooks succeed and no request failed or was cut
+short; prints the request counts and how long the canary's vLLM took to answer.
+
+Usage (the lab up): python tests/lab/upgrade_one_host.py [--host lab-gpu1] [--tag IMAGE]
+  (IMAGE: the lab's vLLM image under a second tag, vllm-fleet/vllm-cpu:0.32.0-canary by default)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import openai
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "inventories" / "lab"
+GATEWAY = "http://127.0.0.1:8080/v1"
+
+
+@dataclass
+class Load:
+    """Clients that ask tiny without pause until stopped; every answer is classified."""
+
+    key: str
+    threads: int = 4
+    counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0, "truncated": 0})
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _one(self, client: openai.OpenAI, stream: bool) -> str:
+        messages = [{"role": "user", "content": "Hello"}]
+        try:
+            if not stream:
+                r = client.chat.completions.create(model="tiny", messages=messages, max_tokens=16)
+                return "ok" if r.choices[0].finish_reason in ("stop", "length") else "truncated"
+            finish = None
+            for chunk in client.chat.completions.create(
+                model="tiny", messages=messages, max_tokens=16, stream=True
+            ):
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    finish = chunk.choices[0].finish_reason
+            return "ok" if finish in ("stop", "length") else "truncated"
+        except openai.APIError as exc:
+            with self._lock:
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+            return "failed"
+
+    def _run(self, index: int) -> None:
+        client = openai.OpenAI(base_url=GATEWAY, api_key=self.key, max_retries=0, timeout=300)
+        n = 0
+        while not self._stop.is_set():
+            outcome = self._one(client, stream=(index + n) % 2 == 0)
+            n += 1
+            with self._lock:
+                self.counts[outcome] += 1
+
+    def __enter__(self) -> Load:
+        self._workers = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.threads)
+        ]
+        for worker in self._workers:
+            worker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for worker in self._workers:
+            worker.join(timeout=330)
+
+
+def playbook(name: str, *args: str) -> tuple[int, float, str]:
+    start = time.monotonic()
+    done = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), f"playbooks/{name}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode, time.monotonic() - start, done.stdout + done.stderr
+
+
+def ready_seconds(host: str) -> dict[str, float]:
+    """Each model's readiness time at its last start on host, from the deployment it recorded."""
+    container = f"vllm-fleet-lab-{host.removeprefix('lab-')}"
+    raw = subprocess.run(
+        ["docker", "exec", container, "cat", "/etc/ansible/facts.d/vllm_fleet.fact"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    models = json.loads(raw).get("models", {})
+    return {name: m["current"]["baseline"]["ready_seconds"] for name, m in models.items()}
+
+
+def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
+    with Load(key) as load:
+        time.sleep(10)  # the load is flowing before the host is touched
+        rc, seconds, output = playbook(name, *args)
+        time.sleep(5)
+    counts = load.counts
+    line = (
+        f"{name}: rc {rc} in {seconds:.0f} s; requests {sum(counts.values())}, ok {counts['ok']}, "
+        f"failed {counts['failed']}, truncated {counts['truncated']}"
+    )
+    good = rc == 0 and counts["failed"] == 0 and counts["truncated"] == 0 and counts["ok"] > 0
+    if not good:
+        log = Path(tempfile.gettempdir()) / f"vllm-fleet-lab-{name}.log"
+        log.write_text(output)
+        said = re.findall(r'"msg": "(.*)"|^(?:fatal|failed):.*$', output, flags=re.M)[-6:]
+        line += "\n  " + "\n  ".join(load.errors[:5] + [m for m in said if m]) + f"\n  whole output: {log}"
+    return good, line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--host", default="lab-gpu1")
+    parser.add_argument("--tag", default="vllm-fleet/vllm-cpu:0.32.0-canary")
+    args = parser.parse_args()
+    gateway = yaml.safe_load((INVENTORY / "group_vars/gateways/gateway.yml").read_text())
+    key = gateway["gateway_client_keys"][0]["key"]
+    image = yaml.safe_load((INVENTORY / "group_vars/gpu_nodes/vllm_server.yml").read_text())[
+        "vllm_server_image"
+    ]
+    subprocess.run(["docker", "tag", image, args.tag], check=True)
+    ok_up, up = phase("upgrade.yml", key, "--limit", args.host, "-e", f"vllm_server_image={args.tag}")
+    print(up, flush=True)
+    if ok_up:
+        print(f"canary ready (s): {ready_seconds(args.host)}")
+    ok_back, back = phase("rollback.yml", key, "--limit", args.host)
+    print(back)
+    print(f"{'PASS' if ok_up and ok_back else 'FAIL'}: one lab host upgraded and rolled back under load")
+    return 0 if ok_up and ok_back else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
