@@ -76,8 +76,12 @@ class Backend:
             def log_message(self, *args: Any) -> None:
                 pass
 
+        self.serve(Handler)
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        """Answer on every model port with ``handler``, each in its own thread."""
         for port in self.ports.values():
-            server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+            server = ThreadingHTTPServer(("127.0.0.1", port), handler)
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self.servers.append(server)

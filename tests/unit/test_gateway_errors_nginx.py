@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +68,7 @@ class ShapedBackend(Backend):
             def log_message(self, *args: Any) -> None:
                 pass
 
-        for port in self.ports.values():
-            server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-            server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            self.servers.append(server)
+        self.serve(Handler)
 
 
 @pytest.fixture
