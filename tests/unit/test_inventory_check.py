@@ -392,6 +392,7 @@ def test_an_adapter_whose_config_is_only_on_the_hosts_is_not_judged():
         (["--tensor-parallel-size=2"], "overrides.tensor_parallel_size instead"),
         (["--port", "9000"], "it comes from vllm_server_models[].port"),
         (["--nnodes", "2"], "vllm_fleet_serving_groups sets it"),
+        (["--tool-call-parser", "hermes"], "set vllm_server_models[0].tool_call_parser"),
     ],
 )
 def test_extra_args_may_not_set_the_flags_the_planner_or_the_role_own(args, fix):
@@ -400,6 +401,26 @@ def test_extra_args_may_not_set_the_flags_the_planner_or_the_role_own(args, fix)
     assert [p.variable for p in found] == ["vllm_server_models[0].extra_args"] and fix in found[0].fix
     ok = [{"name": "m", "path": "/p", "port": 8000, "extra_args": ["--enable-prefix-caching"]}]
     assert problems(fleet(g1={"vllm_server_models": ok})) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "variable", "fix"),
+    [
+        ({"tool_call_parser": "herms"}, "vllm_server_models[0].tool_call_parser", "hermes"),
+        ({"reasoning_parser": "deepseek_r2"}, "vllm_server_models[0].reasoning_parser", "deepseek_r1"),
+    ],
+)
+def test_a_parser_the_release_lacks_is_refused_before_any_host(setting, variable, fix):
+    served = [{"name": "m", "path": "/p", "port": 8000, **setting}]
+    values = {"vllm_server_models": served, "vllm_server_vllm_version": "0.32.0"}
+    # (the fleet's default image names another release: that problem is told apart)
+    found = check(fleet(g1=values), GROUPS, CHILDREN, CAT)
+    found = [p for p in found if p.variable != "vllm_server_vllm_version"]
+    assert [p.variable for p in found] == [variable]
+    assert "vLLM 0.32.0 has no" in found[0].what and fix in found[0].fix
+    ok = [{"name": "m", "path": "/p", "port": 8000, "tool_call_parser": "hermes", "reasoning_parser": False}]
+    values = {"vllm_server_models": ok, "vllm_server_vllm_version": "0.32.0"}
+    assert [v for _host, v in problems(fleet(g1=values)) if v != "vllm_server_vllm_version"] == []
 
 
 def test_gpu_indexes_beyond_the_host_where_its_gpus_are_known():

@@ -8,12 +8,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..fleet_serving.deploy import PLANNER_FLAGS, ROLE_FLAGS, split_flags
+from ..fleet_serving.deploy import FEATURE_FLAGS, PLANNER_FLAGS, ROLE_FLAGS, ServingError, split_flags
 from ..fleet_serving.groups import GROUP_FLAGS
 from ..fleet_serving.groups import VAR as SERVING_GROUPS
+from ..fleet_serving.model_features import model_features
 from .cross import HostView, _entries
 from .gpus import HostGpus
-from .problems import Problem, has_unresolved, is_unresolved
+from .problems import Problem, Unresolved, has_unresolved, is_unresolved
 
 Reader = Callable[[str], "str | None"]
 
@@ -36,6 +37,7 @@ def check_models(view: HostView, gpus: HostGpus | None, read: Reader = read_loca
     for index, entry in enumerate(served):
         if isinstance(entry, Mapping):
             problems += _extra_args(view, f"vllm_server_models[{index}]", entry)
+            problems += _parsers(view, f"vllm_server_models[{index}]", entry)
             problems += _gpu_indexes(view, f"vllm_server_models[{index}]", entry, gpus)
     return problems
 
@@ -153,6 +155,10 @@ def _extra_args(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Prob
         elif flag in GROUP_FLAGS:
             what = f"sets {flag}, which the serving group sets on every member"
             fix = f"remove it; {SERVING_GROUPS} sets it"
+        elif flag in FEATURE_FLAGS:
+            what = f"sets {flag}, which the fleet chooses per model"
+            setting = FEATURE_FLAGS[flag].replace("vllm_server_models[]", var)
+            fix = f"remove it and set {setting} (false turns it off)"
         elif flag in PLANNER_FLAGS:
             option = PLANNER_FLAGS[flag]
             what = f"sets {flag}, a flag the planner owns (its option {option})"
@@ -161,6 +167,27 @@ def _extra_args(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Prob
             continue
         problems.append(Problem(f"{var}.extra_args", what, fix, view.host))
     return problems
+
+
+def _parsers(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem]:
+    """A tool-call or reasoning parser, or a task, the deployed release does not have: the serve stage
+    refuses it after the hosts stage; the names do not need the model's files."""
+    version = view.get("vllm_server_vllm_version")
+    if isinstance(version, Unresolved) and not view.has("vllm_server_vllm_version"):
+        version = view.get("vllm_fleet_vllm_version")
+    keys = ("task", "tool_call_parser", "reasoning_parser")
+    settings = {key: entry[key] for key in keys if key in entry}
+    if not settings or not isinstance(version, str) or has_unresolved(list(settings.values())):
+        return []
+    try:
+        model_features({"architectures": ["LlamaForCausalLM"]}, None, settings, version, var)
+    except ServingError as exc:
+        text = str(exc)
+        key = next((k for k in keys if f".{k}" in text), "task")
+        what, _sep, names = text.partition("; it has: ")
+        fix = f"use one of {names}" if names else "fix it as the message says"
+        return [Problem(f"{var}.{key}", what.split(": ", 1)[-1], fix, view.host)]
+    return []
 
 
 def _gpu_indexes(view: HostView, var: str, entry: Mapping[str, Any], gpus: HostGpus | None) -> list[Problem]:
