@@ -132,6 +132,7 @@ def v0_long_context_chunked(
         return False
     if arch is None:
         return True
-    if arch.is_multimodal or arch.sliding_window is not None:
+    # a window vLLM uses (ModelConfig.get_sliding_window: Qwen2's use_sliding_window false leaves none)
+    if arch.is_multimodal or "sliding" in arch.layer_kinds:
         return False
     return not (arch.is_mla and version >= V0_MLA_FIRST)
