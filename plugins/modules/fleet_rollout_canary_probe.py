@@ -164,7 +164,7 @@ def probe(
 ):
     """Interleaved rounds over the canary and ``peers`` ([{host, url}]); the module's result."""
     targets = [("canary", url)] + [(str(p["host"]), str(p["url"])) for p in peers]
-    hosts = [name for name, _ in targets[1:]]
+    hosts = [name for name, _url in targets[1:]]
     out = {
         "samples": {m: {"canary": [], "peers": {h: [] for h in hosts}} for m in METRICS},
         "errors": {"canary": 0, "peers": {h: 0 for h in hosts}},

@@ -106,7 +106,7 @@ def ratio_lower_bound(
     """Seeded bootstrap lower bound of median(x) / median(y) (or / ``base`` when ``y`` is None)."""
     rng = random.Random(SEED)
     ratios = []
-    for _ in range(BOOTSTRAP_ROUNDS):
+    for _round in range(BOOTSTRAP_ROUNDS):
         top = median(rng.choices(x, k=len(x)))
         bottom = median(rng.choices(y, k=len(y))) if y else base
         ratios.append(top / max(bottom, 1e-9))
@@ -149,7 +149,7 @@ def _against_peers(
         return row
     c_med, p_med = median(canary), median(pooled)
     limit = max(factor * p_med, floor)
-    _, p_value = mann_whitney_greater(canary, [max(factor * v, floor) for v in pooled])
+    _u, p_value = mann_whitney_greater(canary, [max(factor * v, floor) for v in pooled])
     ratio = c_med / max(p_med, 1e-9)
     bound = ratio_lower_bound(canary, pooled, confidence)
     row.update(ratio=_r(ratio, 3), bound=_r(bound, 3), p_value=_r(p_value, 6), limit=_r(limit))
@@ -350,7 +350,7 @@ def canary_peer_hosts(
     order = [str(h) for h in plan.get("order") or []]
     start = (plan.get("next_index") or {}).get(host, len(order))
     left_out = {str(host), *map(str, unit or []), *map(str, plan.get("followers") or [])}
-    candidates = [h for h in [*order[int(start) :], *(str(h) for h in models_by_host if str(h) not in order)]]
+    candidates = [*order[int(start) :], *(str(h) for h in models_by_host if str(h) not in order)]
     out: list[str] = []
     for model in models:
         serving = [
