@@ -173,6 +173,18 @@ def _metrics_text(url, timeout):
         return ""
 
 
+def _ask(p, path, payload, what):
+    """The JSON answer of one request, or NotReady naming ``what`` and vLLM's own error."""
+    try:
+        with _post(p["url"] + path, p["api_key"], payload, p["request_timeout"]) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode("utf-8", "replace")
+        raise NotReady(f"{what} answered HTTP {exc.code}: {detail}") from None
+    except (OSError, ValueError) as exc:
+        raise NotReady(f"{what} failed: {exc}") from None
+
+
 def _completion(p):
     payload = {
         "model": p["model"],
@@ -182,14 +194,7 @@ def _completion(p):
         "ignore_eos": True,
     }
     start = time.monotonic()
-    try:
-        with _post(p["url"] + "/v1/completions", p["api_key"], payload, p["request_timeout"]) as resp:
-            body = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace")
-        raise NotReady(f"completion answered HTTP {exc.code}: {detail}") from None
-    except (OSError, ValueError) as exc:
-        raise NotReady(f"completion failed: {exc}") from None
+    body = _ask(p, "/v1/completions", payload, "completion")
     tokens = int((body.get("usage") or {}).get("completion_tokens") or 0)
     if tokens < 1:
         raise NotReady(f"completion generated no tokens: {json.dumps(body)[:300]}")
@@ -215,15 +220,7 @@ def _pooling(p):
     """One real pooling request of the model's task: (seconds, 0)."""
     path, request, answered = _POOLING_PROBES[p["task"]]
     start = time.monotonic()
-    try:
-        payload = dict(request, model=p["model"])
-        with _post(p["url"] + path, p["api_key"], payload, p["request_timeout"]) as resp:
-            body = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace")
-        raise NotReady(f"{path} answered HTTP {exc.code}: {detail}") from None
-    except (OSError, ValueError) as exc:
-        raise NotReady(f"{path} failed: {exc}") from None
+    body = _ask(p, path, dict(request, model=p["model"]), path)
     if not isinstance(body, dict) or not answered(body):
         raise NotReady(f"{path} answered without a result: {json.dumps(body)[:300]}")
     return time.monotonic() - start, 0
