@@ -50,6 +50,8 @@ SAMPLES: dict[str, Any] = {
     "target_concurrency": 8,
     "workload": "batch",
     "sampler_backend": "flashinfer",
+    "runner": "pooling",
+    "convert": "embed",
     "model_name": "org/model",
 }
 GPU = {"memory_mib": 81559, "count": 8, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}

@@ -3,7 +3,7 @@
 Exports:
   model_features(config, tokenizer_config, settings, vllm_version, served_name) -> dict
       the task, the tool-call and reasoning parsers, the chat template, the flags and the endpoints of one
-      model, with one line per choice saying why
+      model, with one line per choice saying why, and the planner options that size it (plan_options)
   parser_choices(help_text) -> frozenset[str]
       the ``--tool-call-parser`` choices a release's ``vllm serve --help=all`` prints
   parser_table_drift(help_text, version) -> list[str]
@@ -369,6 +369,7 @@ def model_features(
     reasons: dict[str, str] = {"task": task_why}
     chat_template = settings.get("chat_template") or None
     args: list[str] = []
+    plan_options: dict[str, str] = {}
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     if task == "generate":
@@ -398,6 +399,9 @@ def model_features(
     else:
         pooling, reasons["runner"] = _pooling_args(task, config, version)
         args += pooling
+        # the planner sizes it as vLLM's pooling runner starts it (vllm_planner/pooling.py)
+        convert = pooling[pooling.index("--convert") + 1] if "--convert" in pooling else "none"
+        plan_options = {"runner": "pooling", "convert": convert}
         endpoints = list(_EMBED_ENDPOINTS if task == "embed" else _SCORE_ENDPOINTS)
     if chat_template:
         args += ["--chat-template", str(chat_template)]
@@ -412,6 +416,7 @@ def model_features(
         "args": args,
         "endpoints": endpoints,
         "reasons": reasons,
+        "plan_options": plan_options,
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from .config import normalize_dtype
 from .errors import PlanInputError
 from .lora import LORA_RANKS
+from .pooling import CONVERTS, RUNNERS
 
 WORKLOADS = ("chat", "batch")
 # The top-k/top-p code path of vLLM's sampler (sampler.py): "auto" takes the release's default install
@@ -155,6 +156,24 @@ def parse_sampler_backend(options: Mapping[str, Any], key: str) -> str:
             f"Fix: set {key} auto."
         )
     return v
+
+
+def _choice(options: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    v = str(options.get(key) or choices[0]).strip().lower()
+    if v not in choices:
+        raise PlanInputError(
+            f"{key}: expected one of {', '.join(choices)}, got {options.get(key)!r}. "
+            f"Fix: set {key} {choices[0]} or unset it."
+        )
+    return v
+
+
+def parse_runner(options: Mapping[str, Any], key: str) -> str:
+    return _choice(options, key, RUNNERS)
+
+
+def parse_convert(options: Mapping[str, Any], key: str) -> str:
+    return _choice(options, key, CONVERTS)
 
 
 def parse_text(options: Mapping[str, Any], key: str) -> str | None:
@@ -389,6 +408,25 @@ OPTIONS: tuple[PlanOption, ...] = (
         "S",
         choices=SAMPLER_BACKENDS,
     ),
+    # the serving role renders --runner/--convert from model_features (its FEATURE_FLAGS own them): these
+    # two only tell the planner how vLLM sizes a pooling model
+    PlanOption(
+        "runner",
+        parse_runner,
+        "vLLM's --runner: generate, or pooling (embedding / score models; an encoder-only one reserves no "
+        "KV cache from vLLM 0.10)",
+        str,
+        "R",
+        choices=RUNNERS,
+    ),
+    PlanOption(
+        "convert",
+        parse_convert,
+        "vLLM's --convert for a pooling runner: none, auto, embed, classify or reward",
+        str,
+        "C",
+        choices=CONVERTS,
+    ),
     PlanOption(
         "model_name", parse_name, "name used in messages (default: from the config path)", metavar="NAME"
     ),
@@ -424,6 +462,8 @@ class PlanOptions:
     target_concurrency: int | None
     workload: str
     sampler_backend: str  # auto | flashinfer | pytorch
+    runner: str  # generate | pooling
+    convert: str  # none | auto | embed | classify | reward
     model_name: str | None
 
 

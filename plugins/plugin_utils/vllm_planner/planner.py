@@ -16,6 +16,7 @@ from .config import resolve_cached
 from .evaluation import Ctx, Evaluation, Stage, evaluate
 from .gpu import GpuSpec
 from .options import OPTION_KEYS, WORKLOADS, check_known, parse_options, parse_version
+from .pooling import PoolingKv, pooling_kv, without_kv_cache
 from .refusals import refusals
 from .result import build_result
 from .settings import Notes, settle, version_warnings
@@ -47,10 +48,33 @@ def plan(
 ) -> dict[str, Any]:
     """Plan a vLLM launch. Returns the CLI's JSON object; infeasible plans carry `errors` with fixes.
 
-    Raises PlanInputError (a ValueError) only for malformed input.
+    A pooling model's plan (option runner: pooling) carries ``pooling``: whether vLLM reserves a KV cache
+    for it and why (pooling.py). Raises PlanInputError (a ValueError) only for malformed input.
     """
     raw = dict(options or {})
     check_known(raw)
+    first = _plan(model_config, gpu, safetensors_index, weights_bytes, raw)
+    given = first.get("vllm_with_given_args") or {}
+    if (first.get("pooling") or {}).get("kv_cache") is False and raw.get("max_num_seqs") in (None, ""):
+        # no KV cache to size the batch by: the search would shrink it to one request; vLLM keeps its own
+        # max_num_seqs, so the plan does too
+        return _plan(
+            model_config,
+            gpu,
+            safetensors_index,
+            weights_bytes,
+            {**raw, "max_num_seqs": given.get("max_num_seqs") or 256},
+        )
+    return first
+
+
+def _plan(
+    model_config: Mapping[str, Any],
+    gpu: GpuSpec | Mapping[str, Any],
+    safetensors_index: Mapping[str, Any] | list[Mapping[str, Any]] | None,
+    weights_bytes: int | None,
+    raw: dict[str, Any],
+) -> dict[str, Any]:
     arch = resolve_cached(model_config)
     g = GpuSpec.from_any(gpu)
     vinfo = version_info(resolve_version_text(parse_version(raw, "vllm_version"), raw.get("vllm_image")))
@@ -65,32 +89,60 @@ def plan(
         # vLLM 0.8 runs the V0 engine for this start (no VLLM_USE_V1 set): plan it with V0's accounting
         vinfo = as_v0_fallback(vinfo)
         notes.warnings.append(f"vLLM {vinfo.text} falls back to the V0 engine ({fallback}); planned as V0")
+    pooling = pooling_kv(arch, opts.runner, opts.convert, vinfo.version) if opts.runner == "pooling" else None
+    if pooling is not None and not pooling.kv_cache:
+        arch = without_kv_cache(arch)  # sized as vLLM starts it: weights and runtime only, no KV budget
     s = settle(opts, arch, g, vinfo, safetensors_index, weights_bytes, notes)
     refusals(s, notes)
     notes.errors.extend(parallel_errors(s))
     tp, pp = opts.tensor_parallel_size or 1, opts.pipeline_parallel_size or 1
     if notes.errors:
-        return build_result(False, notes, s, None, tp, pp, s.want_len, s.seqs, s.mnbt)
+        return _with_pooling(
+            pooling, opts.convert, build_result(False, notes, s, None, tp, pp, s.want_len, s.seqs, s.mnbt)
+        )
     cands = candidates(s, notes)
     if not isinstance(cands, Candidates):
-        return build_result(False, notes, s, None, *cands, s.want_len, s.seqs, s.mnbt)
+        return _with_pooling(
+            pooling, opts.convert, build_result(False, notes, s, None, *cands, s.want_len, s.seqs, s.mnbt)
+        )
     search = Search(s, cands)
     chosen, capped = choose(search)
     if chosen is None:
         best = nothing_fits(search, notes)
         tp, pp, l_fit = (best.tp, best.pp, best.l_fit) if best else (1, 1, 0)
-        return build_result(False, notes, s, best, tp, pp, s.want_len, s.seqs, s.mnbt, l_fit=l_fit)
+        return _with_pooling(
+            pooling,
+            opts.convert,
+            build_result(False, notes, s, best, tp, pp, s.want_len, s.seqs, s.mnbt, l_fit=l_fit),
+        )
     sized = size(search, chosen, capped, notes)
     final = sized.ev
-    return build_result(
-        sized.feasible,
-        notes,
-        s,
-        final,
-        final.tp,
-        final.pp,
-        sized.max_len,
-        sized.seqs,
-        sized.mnbt,
-        final.l_fit,
+    return _with_pooling(
+        pooling,
+        opts.convert,
+        build_result(
+            sized.feasible,
+            notes,
+            s,
+            final,
+            final.tp,
+            final.pp,
+            sized.max_len,
+            sized.seqs,
+            sized.mnbt,
+            final.l_fit,
+        ),
     )
+
+
+def _with_pooling(pooling: PoolingKv | None, convert: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The plan with its pooling facts: the runner, whether vLLM reserves a KV cache, and why."""
+    if pooling is None:
+        return result
+    result["pooling"] = pooling.as_dict("pooling", convert)
+    if not pooling.kv_cache:
+        # no KV cache bounds the batch: max_num_seqs alone does (the KV figures above are 0 by design)
+        result["pooling"]["free_bytes_per_gpu"] = result.get("available_kv_cache_bytes", 0)
+        result["available_kv_cache_bytes"] = 0  # vLLM skips the profile and takes 0 for the cache
+        result["max_concurrency"] = float(result.get("max_num_seqs") or 0)
+    return result
