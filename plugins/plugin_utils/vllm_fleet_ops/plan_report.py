@@ -14,7 +14,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..fleet_serving.deploy import ServingError
+from ..fleet_serving.model_features import model_features
 from ..vllm_planner.options import GPU_FLAGS, cli_arguments, merge_plan_options
+from ..vllm_planner.versions import DEFAULT_VLLM_VERSION
 from .textable import render_table
 
 GIB = 1024**3
@@ -154,6 +157,7 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         "error": entry.get("error"),
         "notes": [],
         "deployments": [],
+        "features": None,
     }
     if out["error"]:
         return out
@@ -181,20 +185,18 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         out["gpu"] = gpu
         if not entry.get("config"):
             raise ValueError("no config.json for this model")
-        plan = planner(
-            entry["config"],
-            gpu,
-            dict(entry.get("options") or {}),
-            entry.get("index"),
-            entry.get("weights_bytes"),
-        )
+        out["features"] = serve_features(entry)
+        # a pooling model is planned as vLLM's pooling runner starts it; the entry's own options win
+        options = {**(out["features"] or {}).get("plan_options", {}), **(entry.get("options") or {})}
+        out["inputs"]["options"] = options
+        plan = planner(entry["config"], gpu, options, entry.get("index"), entry.get("weights_bytes"))
     except ValueError as exc:
         out["error"] = str(exc)
         return out
     out["plan"] = plan
     command, missing = planner_command(
         {k: v for k, v in gpu.items() if k in GPU_FLAGS or k in ("shared", "p2p")},
-        entry.get("options") or {},
+        options,
         entry.get("config_path"),
         entry.get("index_path"),
         entry.get("weights_bytes") if not entry.get("index_path") else None,
@@ -208,6 +210,49 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         out["notes"].append("the safetensors index was read from a host; the command lacks it")
     out["deployments"] = _deployments(entry, plan)
     return out
+
+
+# the vllm_server_models[] keys model_features reads
+SERVE_KEYS = ("task", "tool_call_parser", "reasoning_parser", "chat_template")
+
+
+def serve_features(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the serve stage chooses for this model (model_features): task, parsers, chat template, flags
+    and why, or ``{"error": ...}`` when it would refuse the entry; None without a config.json."""
+    config = entry.get("config")
+    if not isinstance(config, Mapping):
+        return None
+    options = entry.get("options") or {}
+    version = str(options.get("vllm_version") or DEFAULT_VLLM_VERSION)
+    try:
+        return model_features(
+            config, entry.get("tokenizer_config"), entry.get("serve") or {}, version, str(entry.get("model"))
+        )
+    except ServingError as exc:
+        return {"error": str(exc)}
+
+
+def features_text(features: Mapping[str, Any] | None, plan: Mapping[str, Any] | None) -> list[str]:
+    """One line per choice the serve stage makes for the model, each with its reason."""
+    if not features:
+        return []
+    if features.get("error"):
+        return [f"the serve stage refuses it: {features['error']}"]
+    why = features.get("reasons") or {}
+    lines = [f"task {features.get('task')} ({why.get('task', '')})"]
+    if features.get("task") == "generate":
+        for key in ("tool_call_parser", "reasoning_parser"):
+            label = key.replace("_", " ").replace("tool call", "tool-call")
+            lines.append(f"{label} {features.get(key) or 'none'} ({why.get(key, '')})")
+    else:
+        flags = " ".join(a for a in features.get("args") or [] if not a.startswith("{"))
+        lines.append(f"pooling {flags} ({why.get('runner', '')})")
+        pooling = (plan or {}).get("pooling") or {}
+        if pooling:
+            kv = "a KV cache" if pooling.get("kv_cache") else "NO KV cache"
+            lines.append(f"vLLM reserves {kv}: {pooling.get('why')}")
+    lines.append(f"chat template {features.get('chat_template') or 'own'} ({why.get('chat_template', '')})")
+    return lines
 
 
 def build_report(entries: list[Mapping[str, Any]], planner: Planner, gpu_spec: GpuSpec) -> dict[str, Any]:
@@ -309,6 +354,7 @@ def render(report: Mapping[str, Any]) -> str:
         notes += [f"ERROR {tag}: {m}" for m in plan.get("errors") or []]
         notes += [f"warning {tag}: {m}" for m in plan.get("warnings") or []]
         notes += [f"note {tag}: {m}" for m in e.get("notes") or []]
+        notes += [f"serve {tag}: {line}" for line in features_text(e.get("features"), plan)]
         own = _given_args_text(plan)
         if own:
             notes.append(f"not the plan {tag}: {own}")
@@ -378,6 +424,7 @@ ENTRY_KEYS = {
     "gpus",
     "repo_id",
     "revision",
+    "serve",
 }
 
 
@@ -426,6 +473,7 @@ def normalize_entries(
                             "model_path": served.get("path"),
                             "options": served.get("overrides") or {},
                             "gpus": len(served.get("gpus") or []) or None,
+                            "serve": {k: served[k] for k in SERVE_KEYS if k in served},
                         }
                     )
     entries = []
@@ -444,6 +492,7 @@ def normalize_entries(
             "nodes": int(model.get("nodes") or 1),
             "shared": bool(model.get("shared")),
             "gpu_count": int(model.get("gpus")) if model.get("gpus") else None,
+            "serve": dict(model.get("serve") or {}),
             "error": None,
         }
         entries.append(entry)
@@ -534,6 +583,19 @@ def _json(text: Any) -> Any:
     return json.loads(text)
 
 
+def _tokenizer_config(got: Mapping[str, Any]) -> dict[str, Any] | None:
+    """tokenizer_config.json with a separate chat_template.jinja as its chat_template, as the serve stage
+    reads them; an unreadable file counts as absent (it only informs the parser choice)."""
+    try:
+        tok = _json(got.get("tokenizer_config"))
+    except ValueError:
+        tok = None
+    tok = dict(tok) if isinstance(tok, Mapping) else {}
+    if got.get("chat_template"):
+        tok["chat_template"] = str(got["chat_template"])
+    return tok or None
+
+
 def attach_inputs(
     entries: list[Mapping[str, Any]],
     files: Mapping[str, Any],
@@ -543,9 +605,9 @@ def attach_inputs(
 ) -> list[dict[str, Any]]:
     """Entries ready for :func:`build_report`.
 
-    ``files``: entry index (as a string) -> ``{config, index, hf_quant_config, config_path,
-    index_path, error}``: texts read on the control node or from a host (a read from a host
-    is saved on the control node by the playbook; the saved paths come as ``config_path``
+    ``files``: entry index (as a string) -> ``{config, index, hf_quant_config, tokenizer_config,
+    chat_template, config_path, index_path, error}``: texts read on the control node or from a host (a read
+    from a host is saved on the control node by the playbook; the saved paths come as ``config_path``
     and ``index_path``). A ``hf_quant_config.json`` beside the config is merged the way
     ``vllm-fleet-plan`` merges it. ``facts``/``deployed``: host -> nvidia_gpu / vllm_fleet facts.
     """
@@ -563,6 +625,7 @@ def attach_inputs(
             "shared": entry.get("shared"),
             "gpu_count": entry.get("gpu_count"),
             "weights_bytes": entry.get("weights_bytes"),
+            "serve": dict(entry.get("serve") or {}),
             "error": entry.get("error"),
         }
         out.append(item)
@@ -582,6 +645,7 @@ def attach_inputs(
             continue
         if quant is not None and "quantization_config" not in config:
             config = {**config, "hf_quant_config": quant}
+        item["tokenizer_config"] = _tokenizer_config(got)
         item.update(
             config=config,
             config_path=got.get("config_path") or entry.get("config_path"),
