@@ -22,6 +22,7 @@ vllm_serving_adapters_resolved(adapters, commits)  adapters pointed at the commi
 vllm_serving_lora(adapters, adapter_configs, vllm_version, root)  per model: LoRA options, modules, mounts
 vllm_serving_lora_changes(models_body, model, declared)  the adapters to load and unload at runtime
 vllm_serving_model_features(config, tokenizer_config, settings, vllm_version, name)  task, parsers, flags
+vllm_serving_kv_offload(models, memtotal_mb, vllm_version, weights, tp)  per model its KV tier in host RAM
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -40,6 +41,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     deploy,
     fleet,
     gateway,
+    kv_offload,
     lora,
     mig,
     model_features,
@@ -71,6 +73,7 @@ class FilterModule:
             "vllm_serving_lora": lora.launch,
             "vllm_serving_lora_changes": lora.runtime_changes,
             "vllm_serving_model_features": model_features.model_features,
+            "vllm_serving_kv_offload": kv_offload.kv_offload,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,

@@ -116,3 +116,26 @@ def test_fleet_plan_models_take_serve_settings() -> None:
     )
     assert entries[0]["serve"] == {"task": "embed"} and entries[0]["error"] is None
     assert json.dumps(entries)  # plain data for Ansible
+
+
+def test_the_drafters_cost_is_shown() -> None:
+    report = _report("Qwen__Qwen3-8B", {"speculative": {"method": "ngram", "num_speculative_tokens": 4}})
+    assert report["entries"][0]["plan"]["speculative"]["method"] == "ngram"
+    assert "serve gpu1/Qwen__Qwen3-8B: speculative ngram x4: drafter 0.00 GiB/GPU of weights" in pr.render(
+        report
+    )
+
+
+def test_a_drafter_whose_config_was_not_read_is_left_out_with_a_note() -> None:
+    spec = {"method": "eagle3", "num_speculative_tokens": 3, "model": "/srv/models/head"}
+    report = _report("Qwen__Qwen3-8B", {"speculative": spec})
+    entry = report["entries"][0]
+    assert entry["plan"]["feasible"] and "speculative" not in entry["plan"]
+    assert any("the drafter's config.json (/srv/models/head) was not read" in n for n in entry["notes"])
+
+
+def test_the_kv_tier_and_sleep_are_shown() -> None:
+    report = _report("Qwen__Qwen3-8B", {"kv_offload": 64, "sleep": 1})
+    text = pr.render(report)
+    assert "serve gpu1/Qwen__Qwen3-8B: KV tier in host RAM: 64 GiB, 64.00 GiB per TP rank of 1" in text
+    assert "serve gpu1/Qwen__Qwen3-8B: sleep level 1 allowed: --enable-sleep-mode" in text

@@ -423,6 +423,54 @@ def test_a_parser_the_release_lacks_is_refused_before_any_host(setting, variable
     assert [v for _host, v in problems(fleet(g1=values)) if v != "vllm_server_vllm_version"] == []
 
 
+@pytest.mark.parametrize(
+    ("spec", "overrides", "what"),
+    [
+        ({"method": "mtp", "num_speculative_tokens": 1}, {}, "vLLM 0.10.2 has no method 'mtp'"),
+        (
+            {
+                "method": "draft_model",
+                "num_speculative_tokens": 4,
+                "model": "/d",
+                "draft_tensor_parallel_size": 2,
+            },
+            {"tensor_parallel_size": 4},
+            "takes 1 or the target's tensor parallel size (4)",
+        ),
+    ],
+)
+def test_a_speculative_method_or_draft_tp_the_release_refuses_is_refused_before_any_host(
+    spec, overrides, what
+):
+    served = [{"name": "m", "path": "/p", "port": 8000, "speculative": spec, "overrides": overrides}]
+    values = {"vllm_server_models": served, "vllm_server_vllm_version": "0.10.2"}
+    found = [
+        p for p in check(fleet(g1=values), GROUPS, CHILDREN, CAT) if p.variable != "vllm_server_vllm_version"
+    ]
+    assert [p.variable for p in found] == ["vllm_server_models[0].speculative"]
+    assert what in found[0].what
+
+
+@pytest.mark.parametrize(
+    ("setting", "variable", "what"),
+    [
+        ({"kv_offload": 32}, "vllm_server_models[0].kv_offload", "has no --kv-offloading-backend"),
+        ({"kv_offload": -4}, "vllm_server_models[0].kv_offload", "above 0 or 'auto'"),
+        ({"sleep": 3}, "vllm_server_models[0].sleep", "must be 1"),
+    ],
+)
+def test_a_kv_tier_or_sleep_level_vllm_cannot_take_is_refused_before_any_host(setting, variable, what):
+    served = [{"name": "m", "path": "/p", "port": 8000, **setting}]
+    values = {"vllm_server_models": served, "vllm_server_vllm_version": "0.11.0"}
+    found = [
+        p for p in check(fleet(g1=values), GROUPS, CHILDREN, CAT) if p.variable != "vllm_server_vllm_version"
+    ]
+    assert [p.variable for p in found] == [variable] and what in found[0].what
+    ok = [{"name": "m", "path": "/p", "port": 8000, "kv_offload": "auto", "sleep": 1}]
+    values = {"vllm_server_models": ok, "vllm_server_vllm_version": "0.32.0"}
+    assert [v for _host, v in problems(fleet(g1=values)) if v != "vllm_server_vllm_version"] == []
+
+
 def test_gpu_indexes_beyond_the_host_where_its_gpus_are_known():
     served = [{"name": "m", "path": "/p", "port": 8000, "gpus": [0, 8]}]
     hosts = fleet(

@@ -52,6 +52,8 @@ SAMPLES: dict[str, Any] = {
     "sampler_backend": "flashinfer",
     "runner": "pooling",
     "convert": "embed",
+    "speculative": '{"method": "ngram", "num_speculative_tokens": 4}',
+    "speculative_draft_config": '{"model_type": "llama"}',
     "model_name": "org/model",
 }
 GPU = {"memory_mib": 81559, "count": 8, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}

@@ -40,6 +40,8 @@ FEATURE_FLAGS: dict[str, str] = {
     "--runner": "vllm_server_models[].task",
     "--convert": "vllm_server_models[].task",
     "--task": "vllm_server_models[].task",
+    "--speculative-config": "vllm_server_models[].speculative",
+    "-sc": "vllm_server_models[].speculative",
 }
 
 # First release whose `vllm serve` drains in-flight requests on SIGTERM (--shutdown-timeout; its default 0

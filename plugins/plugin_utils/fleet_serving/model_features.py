@@ -22,6 +22,7 @@ reason.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,8 @@ from typing import Any
 from ..vllm_planner.errors import PlanInputError
 from ..vllm_planner.versions import Version, parse_version
 from .deploy import ServingError
+from .sleep import sleep_launch
+from .speculative import speculative_config
 
 MIN_VERSION: Version = (0, 8, 0)
 
@@ -348,6 +351,20 @@ def _version(vllm_version: str, served_name: str) -> Version:
     return version
 
 
+def _speculative(
+    settings: Mapping[str, Any], vllm_version: str, served_name: str, task: str
+) -> dict[str, Any] | None:
+    """The model's --speculative-config (speculative.py), checked against the release and its set TP."""
+    spec = settings.get("speculative")
+    if spec in (None, False, {}):
+        return None
+    if task != "generate":
+        raise ServingError(f"vllm_server_models[{served_name}].speculative: a pooling model does not decode")
+    overrides = settings.get("overrides") if isinstance(settings.get("overrides"), Mapping) else {}
+    tp = overrides.get("tensor_parallel_size")
+    return speculative_config(spec, vllm_version, served_name, tp if isinstance(tp, int) else None)
+
+
 def model_features(
     config: Mapping[str, Any],
     tokenizer_config: Mapping[str, Any] | None,
@@ -359,7 +376,8 @@ def model_features(
 
     ``config``: the model's config.json; ``tokenizer_config``: its tokenizer_config.json (a separate
     chat_template.jinja goes in as its ``chat_template``); ``settings``: the ``vllm_server_models[]`` entry
-    (``task``, ``tool_call_parser``, ``reasoning_parser``: a name or false, ``chat_template``: a path).
+    (``task``, ``tool_call_parser``, ``reasoning_parser``: a name or false, ``chat_template``: a path,
+    ``speculative``: speculative.py, ``sleep``: sleep.py).
     Raises ServingError for a release before 0.8.0, an unknown task, or a parser the release lacks.
     """
     settings = settings or {}
@@ -403,6 +421,18 @@ def model_features(
         convert = pooling[pooling.index("--convert") + 1] if "--convert" in pooling else "none"
         plan_options = {"runner": "pooling", "convert": convert}
         endpoints = list(_EMBED_ENDPOINTS if task == "embed" else _SCORE_ENDPOINTS)
+    spec = _speculative(settings, vllm_version, served_name, task)
+    if spec is not None:
+        args += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+        plan_options["speculative"] = spec  # the planner counts the draft's weights and KV cache
+        reasons["speculative"] = f"set by vllm_server_models[].speculative (method {spec['method']})"
+    sleep = sleep_launch(settings.get("sleep"), vllm_version, f"vllm_server_models[{served_name}].sleep")
+    if sleep:
+        args += sleep["args"]
+        reasons["sleep"] = (
+            f"sleep level {sleep['level']} allowed: --enable-sleep-mode, and VLLM_SERVER_DEV_MODE=1 for the "
+            "/sleep and /wake_up endpoints (sleep.py)"
+        )
     if chat_template:
         args += ["--chat-template", str(chat_template)]
         reasons["chat_template"] = "set by vllm_server_models[].chat_template"
@@ -417,6 +447,9 @@ def model_features(
         "endpoints": endpoints,
         "reasons": reasons,
         "plan_options": plan_options,
+        # environment the flags need (sleep mode's dev-mode endpoints)
+        "env": dict(sleep.get("env") or {}),
+        "sleep_level": sleep.get("level"),
     }
 
 

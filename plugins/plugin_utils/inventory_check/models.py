@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..fleet_serving import kv_offload as offload
+from ..fleet_serving import sleep
 from ..fleet_serving.deploy import FEATURE_FLAGS, PLANNER_FLAGS, ROLE_FLAGS, ServingError, split_flags
 from ..fleet_serving.groups import GROUP_FLAGS
 from ..fleet_serving.groups import VAR as SERVING_GROUPS
@@ -38,6 +40,7 @@ def check_models(view: HostView, gpus: HostGpus | None, read: Reader = read_loca
         if isinstance(entry, Mapping):
             problems += _extra_args(view, f"vllm_server_models[{index}]", entry)
             problems += _parsers(view, f"vllm_server_models[{index}]", entry)
+            problems += _tiers(view, f"vllm_server_models[{index}]", entry)
             problems += _gpu_indexes(view, f"vllm_server_models[{index}]", entry, gpus)
     return problems
 
@@ -170,15 +173,18 @@ def _extra_args(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Prob
 
 
 def _parsers(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem]:
-    """A tool-call or reasoning parser, or a task, the deployed release does not have: the serve stage
-    refuses it after the hosts stage; the names do not need the model's files."""
+    """A tool-call or reasoning parser, a task or a speculative method the deployed release does not have
+    (or a draft TP it refuses): the serve stage refuses it after the hosts stage; none needs the model's
+    files."""
     version = view.get("vllm_server_vllm_version")
     if isinstance(version, Unresolved) and not view.has("vllm_server_vllm_version"):
         version = view.get("vllm_fleet_vllm_version")
-    keys = ("task", "tool_call_parser", "reasoning_parser")
+    keys = ("task", "tool_call_parser", "reasoning_parser", "speculative")
     settings = {key: entry[key] for key in keys if key in entry}
     if not settings or not isinstance(version, str) or has_unresolved(list(settings.values())):
         return []
+    if "speculative" in settings and isinstance(entry.get("overrides"), Mapping):
+        settings["overrides"] = entry["overrides"]  # the draft's TP is checked against a set TP
     try:
         model_features({"architectures": ["LlamaForCausalLM"]}, None, settings, version, var)
     except ServingError as exc:
@@ -188,6 +194,29 @@ def _parsers(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem
         fix = f"use one of {names}" if names else "fix it as the message says"
         return [Problem(f"{var}.{key}", what.split(": ", 1)[-1], fix, view.host)]
     return []
+
+
+def _tiers(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem]:
+    """A kv_offload the release cannot render or a sleep level vLLM lacks; the host's RAM is judged by the
+    serve stage, which has its facts."""
+    version = view.get("vllm_server_vllm_version")
+    if isinstance(version, Unresolved) and not view.has("vllm_server_vllm_version"):
+        version = view.get("vllm_fleet_vllm_version")
+    problems: list[Problem] = []
+    value = entry.get("kv_offload")
+    if value is not None and isinstance(version, str) and not has_unresolved(value):
+        what = offload.check_setting(value, version, f"{var}.kv_offload")
+        if what:
+            fix = (
+                "pin a release with the flags or set backend lmcache" if "has no" in what else "fix the value"
+            )
+            problems.append(Problem(f"{var}.kv_offload", what.split(": ", 1)[-1], fix, view.host))
+    level = entry.get("sleep")
+    if level is not None and not has_unresolved(level):
+        what = sleep.check_setting(level, f"{var}.sleep")
+        if what:
+            problems.append(Problem(f"{var}.sleep", what, "set sleep 1, 2 or false", view.host))
+    return problems
 
 
 def _gpu_indexes(view: HostView, var: str, entry: Mapping[str, Any], gpus: HostGpus | None) -> list[Problem]:

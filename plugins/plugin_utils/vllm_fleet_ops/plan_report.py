@@ -158,6 +158,7 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         "notes": [],
         "deployments": [],
         "features": None,
+        "serve": dict(entry.get("serve") or {}),
     }
     if out["error"]:
         return out
@@ -188,6 +189,14 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         out["features"] = serve_features(entry)
         # a pooling model is planned as vLLM's pooling runner starts it; the entry's own options win
         options = {**(out["features"] or {}).get("plan_options", {}), **(entry.get("options") or {})}
+        spec = options.get("speculative")
+        if isinstance(spec, Mapping) and spec.get("model") and "speculative_draft_config" not in options:
+            # the head's or draft's config.json is on the hosts only: the plan goes without the drafter
+            options.pop("speculative")
+            out["notes"].append(
+                f"speculative {spec.get('method')}: the drafter's config.json ({spec['model']}) was not "
+                "read, so its weights and KV cache are not in this plan (the serve stage counts them)"
+            )
         out["inputs"]["options"] = options
         plan = planner(entry["config"], gpu, options, entry.get("index"), entry.get("weights_bytes"))
     except ValueError as exc:
@@ -213,7 +222,15 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
 
 
 # the vllm_server_models[] keys model_features reads
-SERVE_KEYS = ("task", "tool_call_parser", "reasoning_parser", "chat_template")
+SERVE_KEYS = (
+    "task",
+    "tool_call_parser",
+    "reasoning_parser",
+    "chat_template",
+    "speculative",
+    "sleep",
+    "kv_offload",
+)
 
 
 def serve_features(entry: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -252,7 +269,29 @@ def features_text(features: Mapping[str, Any] | None, plan: Mapping[str, Any] | 
             kv = "a KV cache" if pooling.get("kv_cache") else "NO KV cache"
             lines.append(f"vLLM reserves {kv}: {pooling.get('why')}")
     lines.append(f"chat template {features.get('chat_template') or 'own'} ({why.get('chat_template', '')})")
+    if why.get("sleep"):
+        lines.append(why["sleep"])
+    spec = (plan or {}).get("speculative") or {}
+    if spec:
+        lines.append(
+            f"speculative {spec.get('method')} x{spec.get('num_speculative_tokens')}: drafter "
+            f"{_gib(spec.get('draft_weights_bytes_per_gpu'))} GiB/GPU of weights, "
+            f"{spec.get('draft_layers')} KV layer(s); KV tokens "
+            f"{_num(spec.get('kv_cache_tokens_without_draft'))} -> {_num(spec.get('kv_cache_tokens'))} "
+            f"({spec.get('why')})"
+        )
     return lines
+
+
+def offload_text(setting: Any, plan: Mapping[str, Any] | None) -> str | None:
+    """The KV-cache tier in host RAM of a model (kv_offload), as vLLM splits it over the TP ranks."""
+    size = setting.get("size", "auto") if isinstance(setting, Mapping) else setting
+    if size in (None, False, 0):
+        return None
+    tp = int((plan or {}).get("tensor_parallel_size") or 1)
+    if size == "auto":
+        return f"KV tier in host RAM: auto (sized on the host from its RAM), split over {tp} TP rank(s)"
+    return f"KV tier in host RAM: {size} GiB, {float(size) / tp:.2f} GiB per TP rank of {tp}"
 
 
 def build_report(entries: list[Mapping[str, Any]], planner: Planner, gpu_spec: GpuSpec) -> dict[str, Any]:
@@ -355,6 +394,9 @@ def render(report: Mapping[str, Any]) -> str:
         notes += [f"warning {tag}: {m}" for m in plan.get("warnings") or []]
         notes += [f"note {tag}: {m}" for m in e.get("notes") or []]
         notes += [f"serve {tag}: {line}" for line in features_text(e.get("features"), plan)]
+        tier = offload_text((e.get("serve") or {}).get("kv_offload"), plan)
+        if tier:
+            notes.append(f"serve {tag}: {tier}")
         own = _given_args_text(plan)
         if own:
             notes.append(f"not the plan {tag}: {own}")

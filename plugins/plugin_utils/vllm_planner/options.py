@@ -19,6 +19,7 @@ from .config import normalize_dtype
 from .errors import PlanInputError
 from .lora import LORA_RANKS
 from .pooling import CONVERTS, RUNNERS
+from .speculative import parse_speculative
 
 WORKLOADS = ("chat", "batch")
 # The top-k/top-p code path of vLLM's sampler (sampler.py): "auto" takes the release's default install
@@ -174,6 +175,23 @@ def parse_runner(options: Mapping[str, Any], key: str) -> str:
 
 def parse_convert(options: Mapping[str, Any], key: str) -> str:
     return _choice(options, key, CONVERTS)
+
+
+def parse_config(options: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A config.json given as a mapping or its JSON text."""
+    v = options.get(key)
+    if v in (None, "", {}):
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            v = None
+    if not isinstance(v, Mapping):
+        raise PlanInputError(
+            f"{key}: expected a config.json (a mapping or its JSON). Fix: give the file's content."
+        )
+    return dict(v)
 
 
 def parse_text(options: Mapping[str, Any], key: str) -> str | None:
@@ -427,6 +445,22 @@ OPTIONS: tuple[PlanOption, ...] = (
         "C",
         choices=CONVERTS,
     ),
+    # the serving role renders --speculative-config from vllm_server_models[].speculative (FEATURE_FLAGS):
+    # the planner only counts the drafter (speculative.py)
+    PlanOption(
+        "speculative",
+        parse_speculative,
+        "vLLM's --speculative-config (mapping or JSON): the planner counts the drafter's weights and KV",
+        str,
+        "JSON",
+    ),
+    PlanOption(
+        "speculative_draft_config",
+        parse_config,
+        "config.json of the EAGLE head or draft model of speculative (mapping or JSON)",
+        str,
+        "JSON",
+    ),
     PlanOption(
         "model_name", parse_name, "name used in messages (default: from the config path)", metavar="NAME"
     ),
@@ -464,6 +498,8 @@ class PlanOptions:
     sampler_backend: str  # auto | flashinfer | pytorch
     runner: str  # generate | pooling
     convert: str  # none | auto | embed | classify | reward
+    speculative: dict[str, Any] | None  # vLLM's --speculative-config
+    speculative_draft_config: dict[str, Any] | None  # the draft's config.json
     model_name: str | None
 
 

@@ -12,15 +12,17 @@ from typing import Any
 
 from .candidates import Candidates, candidates, parallel_errors, tp_candidates, tp_problems
 from .choice import Search, choose, nothing_fits, size
-from .config import resolve_cached
+from .config import DTYPE_BYTES, resolve_cached
 from .evaluation import Ctx, Evaluation, Stage, evaluate
 from .gpu import GpuSpec
 from .options import OPTION_KEYS, WORKLOADS, check_known, parse_options, parse_version
 from .pooling import PoolingKv, pooling_kv, without_kv_cache
+from .quant import kv_dtype_bytes
 from .refusals import refusals
 from .result import build_result
 from .settings import Notes, settle, version_warnings
 from .settings import class_defaults as _class_defaults  # tests/accuracy/run.py reads it from here
+from .speculative import apply_draft, draft_cost
 from .v0_engine import v1_unsupported
 from .versions import as_v0_fallback, resolve_version_text, version_info, with_sampler
 
@@ -58,14 +60,41 @@ def plan(
     if (first.get("pooling") or {}).get("kv_cache") is False and raw.get("max_num_seqs") in (None, ""):
         # no KV cache to size the batch by: the search would shrink it to one request; vLLM keeps its own
         # max_num_seqs, so the plan does too
-        return _plan(
+        first = _plan(
             model_config,
             gpu,
             safetensors_index,
             weights_bytes,
             {**raw, "max_num_seqs": given.get("max_num_seqs") or 256},
         )
-    return first
+    return _with_draft(first, model_config, raw)
+
+
+def _with_draft(
+    result: dict[str, Any], model_config: Mapping[str, Any], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The plan with the speculative drafter's weights and KV cache (speculative.py)."""
+    opts = parse_options(raw, check=False)
+    spec = opts.speculative
+    if spec is None or not result.get("tensor_parallel_size"):
+        return result
+    target = resolve_cached(model_config)
+    draft = resolve_cached(opts.speculative_draft_config) if opts.speculative_draft_config else None
+    tp = int(result["tensor_parallel_size"])
+    if (
+        spec.get("draft_tensor_parallel_size") not in (None, tp)
+        and int(spec["draft_tensor_parallel_size"]) != 1
+    ):
+        result["feasible"] = False
+        result.setdefault("errors", []).append(
+            f"speculative: draft_tensor_parallel_size {spec['draft_tensor_parallel_size']} with the target's "
+            f"tensor_parallel_size {tp}: vLLM takes 1 or the target's (V0), the target's (V1 from 0.14). "
+            f"Fix: set draft_tensor_parallel_size {tp}."
+        )
+    d = DTYPE_BYTES.get(str(result.get("dtype")), 2)
+    kv_dtype = str(result.get("kv_cache_dtype") or "auto")
+    cost = draft_cost(spec, target, draft, tp, kv_dtype_bytes(kv_dtype, d), kv_dtype, d)
+    return apply_draft(result, cost, spec)
 
 
 def _plan(
