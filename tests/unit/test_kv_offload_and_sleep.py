@@ -122,3 +122,20 @@ def test_a_model_without_sleep_is_always_awake() -> None:
     plans = {"a": _plan("Qwen__Qwen3-8B", 0.5), "b": _plan("meta-llama__Meta-Llama-3.1-8B", 0.6)}
     with pytest.raises(ServingError, match=r"a 39.6 GiB, b 47.5 GiB awake, 0 asleep .* of 79.2 GiB"):
         awake_check([{"name": "a"}, {"name": "b", "sleep": 2}], plans, 1)
+
+
+@pytest.mark.parametrize(
+    ("flag", "setting"),
+    [
+        ("--kv-offloading-size", "kv_offload"),
+        ("--kv-offloading-backend", "kv_offload"),
+        ("--enable-sleep-mode", "sleep"),
+    ],
+)
+def test_extra_args_may_not_set_the_tier_or_sleep_flags(flag: str, setting: str) -> None:
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
+        vllm_command,
+    )
+
+    with pytest.raises(ServingError, match=rf"set vllm_server_models\[m\]\.{setting}"):
+        vllm_command("/p", "m", "0.0.0.0", 8000, [], [flag, "1"])

@@ -42,6 +42,9 @@ FEATURE_FLAGS: dict[str, str] = {
     "--task": "vllm_server_models[].task",
     "--speculative-config": "vllm_server_models[].speculative",
     "-sc": "vllm_server_models[].speculative",
+    "--kv-offloading-backend": "vllm_server_models[].kv_offload",
+    "--kv-offloading-size": "vllm_server_models[].kv_offload",
+    "--enable-sleep-mode": "vllm_server_models[].sleep",
 }
 
 # First release whose `vllm serve` drains in-flight requests on SIGTERM (--shutdown-timeout; its default 0
