@@ -120,3 +120,16 @@ def test_model_features_hand_the_planner_its_runner(
 ) -> None:
     features = model_features(_config(model), None, {"task": task} if task else {}, "0.32.0", model)
     assert features["plan_options"] == expected
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.9.2"])
+def test_before_0_10_a_pooling_model_is_planned_on_v0_with_a_kv_cache(version: str) -> None:
+    result = plan(
+        _config("BAAI__bge-m3"),
+        H100,
+        weights_bytes=2_271_071_852,
+        options={"vllm_version": version, "runner": "pooling"},
+    )
+    assert result["feasible"] and result["vllm_family"] == "V0-snapshot"
+    assert result["pooling"]["kv_cache"] is True and result["kv_cache_tokens"] > 0
+    assert any("falls back to the V0 engine (a pooling model" in w for w in result["warnings"])

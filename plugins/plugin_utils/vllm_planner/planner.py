@@ -16,7 +16,7 @@ from .config import DTYPE_BYTES, resolve_cached
 from .evaluation import Ctx, Evaluation, Stage, evaluate
 from .gpu import GpuSpec
 from .options import OPTION_KEYS, WORKLOADS, check_known, parse_options, parse_version
-from .pooling import PoolingKv, pooling_kv, without_kv_cache
+from .pooling import V1_POOLING_SINCE, PoolingKv, pooling_kv, without_kv_cache
 from .quant import kv_dtype_bytes
 from .refusals import refusals
 from .result import build_result
@@ -114,8 +114,11 @@ def _plan(
         # (sampler.sampler_path); the V0 engine (v0_engine.py) keeps its sort path
         vinfo = with_sampler(vinfo, opts.sampler_backend == "flashinfer")
     fallback = v1_unsupported(vinfo.version, g.cc, opts.dtype, opts.kv_cache_dtype, opts.quantization)
+    if not fallback and opts.runner == "pooling" and not vinfo.v0_engine and vinfo.version < V1_POOLING_SINCE:
+        fallback = "a pooling model: the V1 oracle takes generation only before 0.10 (pooling.py)"
     if fallback:
-        # vLLM 0.8 runs the V0 engine for this start (no VLLM_USE_V1 set): plan it with V0's accounting
+        # vLLM 0.8 (0.9 for a pooling model) runs the V0 engine for this start (no VLLM_USE_V1 set): plan it
+        # with V0's accounting
         vinfo = as_v0_fallback(vinfo)
         notes.warnings.append(f"vLLM {vinfo.text} falls back to the V0 engine ({fallback}); planned as V0")
     pooling = pooling_kv(arch, opts.runner, opts.convert, vinfo.version) if opts.runner == "pooling" else None
