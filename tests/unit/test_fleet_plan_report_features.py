@@ -139,3 +139,23 @@ def test_the_kv_tier_and_sleep_are_shown() -> None:
     text = pr.render(report)
     assert "serve gpu1/Qwen__Qwen3-8B: KV tier in host RAM: 64 GiB, 64.00 GiB per TP rank of 1" in text
     assert "serve gpu1/Qwen__Qwen3-8B: sleep level 1 allowed: --enable-sleep-mode" in text
+
+
+def test_a_drafter_config_read_on_the_host_puts_its_cost_in_the_plan() -> None:
+    spec = {"method": "eagle3", "num_speculative_tokens": 3, "model": "/srv/models/head/"}
+    hostvars = {
+        "h1": {
+            "vllm_server_vllm_version": "0.32.0",
+            "vllm_server_models": [{"name": "q", "path": "/srv/models/q", "speculative": spec}],
+        }
+    }
+    entries = pr.normalize_entries([], {"gpu1": ["h1"]}, hostvars, {})
+    assert entries[0]["draft_dir"] == "/srv/models/head"
+    head = (
+        FEATURES.parent / "speculative" / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B" / "config.json"
+    ).read_text()
+    files = {"0": {**_files("Qwen__Qwen3-8B"), "draft_config": head}}
+    inputs = pr.attach_inputs(entries, files, {"h1": FACTS}, {}, "cache")
+    report = pr.build_report(inputs, _plan, _spec)
+    assert report["entries"][0]["plan"]["speculative"]["draft_layers"] == 1
+    assert "speculative eagle3 x3: drafter 0." in pr.render(report)

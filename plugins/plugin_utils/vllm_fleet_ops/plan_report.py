@@ -535,6 +535,7 @@ def normalize_entries(
             "shared": bool(model.get("shared")),
             "gpu_count": int(model.get("gpus")) if model.get("gpus") else None,
             "serve": dict(model.get("serve") or {}),
+            "draft_dir": None,
             "error": None,
         }
         entries.append(entry)
@@ -555,6 +556,10 @@ def normalize_entries(
             )
             continue
         first = hostvars.get(hosts[0]) or {}
+        spec = entry["serve"].get("speculative")
+        if isinstance(spec, Mapping) and spec.get("model"):
+            # the EAGLE head's or draft model's config.json, read on the group's first host
+            entry["draft_dir"] = str(spec["model"]).rstrip("/")
         entry["options"] = merge_plan_options(
             first.get("vllm_server_vllm_version") or settings.get("vllm_version"),
             first.get("vllm_server_plan_options"),
@@ -648,9 +653,9 @@ def attach_inputs(
     """Entries ready for :func:`build_report`.
 
     ``files``: entry index (as a string) -> ``{config, index, hf_quant_config, tokenizer_config,
-    chat_template, config_path, index_path, error}``: texts read on the control node or from a host (a read
-    from a host is saved on the control node by the playbook; the saved paths come as ``config_path``
-    and ``index_path``). A ``hf_quant_config.json`` beside the config is merged the way
+    chat_template, draft_config, config_path, index_path, error}``: texts read on the control node or
+    from a host (a read from a host is saved on the control node by the playbook; the saved paths come as
+    ``config_path`` and ``index_path``). A ``hf_quant_config.json`` beside the config is merged the way
     ``vllm-fleet-plan`` merges it. ``facts``/``deployed``: host -> nvidia_gpu / vllm_fleet facts.
     """
     out = []
@@ -688,6 +693,12 @@ def attach_inputs(
         if quant is not None and "quantization_config" not in config:
             config = {**config, "hf_quant_config": quant}
         item["tokenizer_config"] = _tokenizer_config(got)
+        try:
+            draft = _json(got.get("draft_config"))
+        except ValueError:
+            draft = None  # the plan then goes without the drafter, with a note
+        if isinstance(draft, dict):
+            item["options"] = {**item["options"], "speculative_draft_config": draft}
         item.update(
             config=config,
             config_path=got.get("config_path") or entry.get("config_path"),
