@@ -48,6 +48,8 @@ def test_help_flags_reads_aliases_and_negations() -> None:
         ("--kv-cache-memory-bytes", "vllm_server_models[].overrides.kv_cache_memory_bytes"),
         ("--max-num-seqs", "vllm_server_models[].overrides.max_num_seqs"),
         ("--served-model-name", "vllm_server_models[].name"),
+        ("--speculative-config", "vllm_server_models[].speculative"),
+        ("--kv-offloading-size", "vllm_server_models[].kv_offload"),
     ],
 )
 def test_a_flag_the_release_lacks_is_named_with_its_variable(flag: str, owner: str) -> None:
@@ -128,3 +130,8 @@ def test_a_claimed_parser_the_help_lacks_is_named_with_the_release() -> None:
 
 def test_a_help_without_parser_choices_offers_none() -> None:
     assert model_features.parser_choices("  --tool-call-parser TOOL_CALL_PARSER\n") == frozenset()
+
+
+def test_a_guarded_alias_the_role_never_renders_is_not_drift() -> None:
+    assert "-sc" not in release_drift.emitted_serve_flags()
+    assert "--speculative-config" in release_drift.emitted_serve_flags()

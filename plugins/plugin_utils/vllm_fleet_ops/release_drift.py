@@ -22,6 +22,8 @@ _SERIES_SUFFIX = re.compile(r"_(bucket|sum|count|created|total)$")
 # Flags the role passes another way (the model directory is positional, the key an environment variable).
 _NOT_ON_THE_COMMAND_LINE = ("--model", "--api-key")
 _LEGACY_FEATURE_FLAGS = ("--task", "--enable-reasoning")
+# aliases FEATURE_FLAGS guards in extra_args but the role never renders (it writes --speculative-config)
+_GUARDED_ALIASES = ("-sc",)
 
 
 def help_flags(text: str) -> frozenset[str]:
@@ -43,7 +45,11 @@ def emitted_serve_flags() -> dict[str, str]:
     emitted = {flag: owner for flag, owner in ROLE_FLAGS.items() if flag not in _NOT_ON_THE_COMMAND_LINE}
     # the per-model feature flags of current releases (--task and --enable-reasoning go to releases before
     # 0.10.1 / 0.9 only, which a current image does not have)
-    emitted |= {flag: owner for flag, owner in FEATURE_FLAGS.items() if flag not in _LEGACY_FEATURE_FLAGS}
+    emitted |= {
+        flag: owner
+        for flag, owner in FEATURE_FLAGS.items()
+        if flag not in _LEGACY_FEATURE_FLAGS and flag not in _GUARDED_ALIASES
+    }
     for option in OPTIONS:
         if option.vllm_flag is not None:
             emitted[option.vllm_flag] = f"the planner (vllm_server_models[].overrides.{option.name})"
