@@ -271,6 +271,28 @@ def test_rollback_then_record_swaps_current_and_previous() -> None:
     assert fact["models"]["m"]["previous"]["version"] == "new"
 
 
+def test_a_restore_after_a_failed_change_puts_the_history_back() -> None:
+    """An upgrade whose canary failed is restored: the failed version must not become "previous" (a later
+    rollback.yml would move to it); the version before keeps its own history, time and measurements."""
+    fact = deploy.update_deployments({}, {"m": _rec("z")}, "T0")
+    fact = deploy.update_deployments(fact, {"m": _rec("a", baseline={"s": 1})}, "T1")
+    before = fact
+    fact = deploy.update_deployments(fact, {"m": _rec("canary")}, "T2")  # the change
+    target = deploy.rollback_target(fact, "m", "canary")
+    restored = deploy.update_deployments(fact, {"m": target}, "T3", prune=False, earlier=before)
+    assert restored["models"]["m"] == before["models"]["m"]
+    assert deploy.rollback_target(restored, "m", "a")["version"] == "z"
+    # without the earlier fact (rollback.yml, a change that did not fail) the swap stays
+    swapped = deploy.update_deployments(fact, {"m": target}, "T3", prune=False)
+    assert swapped["models"]["m"]["previous"]["version"] == "canary"
+    # a model the earlier fact ran at another version is recorded as usual
+    other = deploy.update_deployments(fact, {"m": _rec("b")}, "T3", prune=False, earlier=before)
+    assert (other["models"]["m"]["current"]["version"], other["models"]["m"]["previous"]["version"]) == (
+        "b",
+        "canary",
+    )
+
+
 @pytest.mark.parametrize(
     ("stop", "version", "expected"),
     [

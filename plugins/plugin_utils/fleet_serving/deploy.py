@@ -317,7 +317,11 @@ FACT_SCHEMA = 1
 
 
 def update_deployments(
-    existing: Any, records: Mapping[str, Mapping[str, Any]], now: str, prune: bool = True
+    existing: Any,
+    records: Mapping[str, Mapping[str, Any]],
+    now: str,
+    prune: bool = True,
+    earlier: Any = None,
 ) -> dict[str, Any]:
     """The new content of the ``vllm_fleet`` local fact after a deployment.
 
@@ -329,7 +333,14 @@ def update_deployments(
     one becomes ``current`` and the old ``current`` becomes ``previous``, so a rollback
     finds every input it needs on the host. Models without a record are dropped
     (``prune``, a full deployment) or kept as they are (a rollback of some models).
+
+    ``earlier`` is the fact as it was before a change that failed (a rollout's restore): a model
+    returned to the version it recorded then gets that entry back whole, so the failed version is
+    not kept as ``previous`` (a later rollback would otherwise move to it).
     """
+    earlier_models = earlier.get("models") if isinstance(earlier, Mapping) else None
+    if not isinstance(earlier_models, Mapping):
+        earlier_models = {}
     old_models = existing.get("models") if isinstance(existing, Mapping) else None
     if not isinstance(old_models, Mapping):
         old_models = {}
@@ -343,6 +354,13 @@ def update_deployments(
         entry = old_models.get(name) if isinstance(old_models.get(name), Mapping) else {}
         current = entry.get("current") if isinstance(entry.get("current"), Mapping) else None
         previous = entry.get("previous") if isinstance(entry.get("previous"), Mapping) else None
+        before = earlier_models.get(name) if isinstance(earlier_models.get(name), Mapping) else {}
+        before_current = before.get("current") if isinstance(before.get("current"), Mapping) else None
+        if before_current and before_current.get("version") == record.get("version"):
+            current, previous = (
+                before_current,
+                (before.get("previous") if isinstance(before.get("previous"), Mapping) else None),
+            )
         if current and current.get("version") == record.get("version"):
             # same version: refresh the description, keep when it was deployed and what was measured then
             kept = record
