@@ -10,6 +10,9 @@ mkdir -p $B/dl $B/stage
 cd $B/dl
 P="--python-version 3.12 --only-binary=:all: --no-deps"
 pip download $P --platform manylinux_2_28_x86_64 vllm==0.34.0 torch==2.14.0 "triton~=3.8.0"
+# transformers imports torchvision when one is installed; the host's 0.26 (built for torch 2.11) fails to load
+# against torch 2.14 after the memory profile, so the bundle ships the matching 0.29.0 (7 MB, CUDA 13).
+pip download $P --platform manylinux_2_28_x86_64 torchvision==0.29.0
 # torch 2.14 calls NCCL symbols (ncclCommGrow, ncclSignal, ncclWinGetUserPtr, ...) the host's NCCL 2.28.9
 # (torch 2.11's pin) lacks: ship torch's own pin.  Its CUDA 13.0.2 libraries (cu13, cudnn 9.19, cusparselt
 # 0.8.0, nvshmem 3.4.5) have the sonames torch 2.14 links and are used from the host.
@@ -35,6 +38,7 @@ unzip -q -o ../dl/torch-2.14.0-*.whl 'torch/*'
 unzip -q -o ../dl/triton-3.8.0-*.whl 'triton/*'
 unzip -q -o ../dl/vllm-0.34.0-*.whl 'vllm/*'
 unzip -q -o ../dl/nvidia_nccl_cu13-2.30.7-*.whl 'nvidia/*'
+unzip -q -o ../dl/torchvision-0.29.0-*.whl 'torchvision/*' 'torchvision.libs/*' 'torchvision-0.29.0.dist-info/*'
 # What Hopper never loads: FA2, the Rust frontend, headers, protoc, triton's CUPTI and Blackwell ptxas.
 rm -rf vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/vllm-rs torch/include torch/bin/protoc* \
   triton/backends/nvidia/lib/cupti triton/backends/nvidia/lib/cupti-blackwell triton/backends/nvidia/bin/ptxas-blackwell
@@ -51,7 +55,7 @@ for e in "$SP"/*; do
   esac
 done
 cp -r "$SP"/nvidia_nccl_cu13-*.dist-info $B/site/
-cp -r torch triton vllm $B/site/
+cp -r torch triton vllm torchvision torchvision.libs torchvision-0.29.0.dist-info $B/site/
 mkdir -p $B/site/nvidia && cp -r nvidia/nccl $B/site/nvidia/
 find $B/site -name __pycache__ -type d -prune -exec rm -rf {} +
 rm -rf $B/parts55 && mkdir $B/parts55
