@@ -30,6 +30,7 @@ HOSTS = ("b1", "b2", "b3")
 MODELS = ("tiny", "tiny-user", "tiny-prefix")
 CLIENT_KEY = "affinity-client-key-0123456789"
 NJS_MODULE = Path("/usr/lib/nginx/modules/ngx_http_js_module.so")
+GATEWAY_DEFAULTS = yaml.safe_load((ROOT / "roles/gateway/defaults/main.yml").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,10 @@ class Gateway:
         (out / "nginx.conf").write_text(
             f"load_module {NJS_MODULE};\n"
             f"user root;\npid {out}/nginx.pid;\nerror_log {out}/logs/error.log warn;\n"
-            "worker_processes 1;\nevents { worker_connections 256; }\n"
+            "worker_processes 1;\n"
+            # the role's own main-context line (configure.yml): how long a reload lets streams run on
+            f"worker_shutdown_timeout {GATEWAY_DEFAULTS['gateway_worker_shutdown_timeout']};\n"
+            "events { worker_connections 256; }\n"
             f"http {{\n    client_body_temp_path {out}/body;\n    proxy_temp_path {out}/proxy;\n"
             f"    include {out}/gateway.conf;\n}}\n"
         )
@@ -328,3 +332,69 @@ def test_two_backends_gone_at_once_fail_no_request(gateway: Gateway, affinity: b
     answers = [gateway.ask(session=s) for s in SESSIONS]
     assert [status for status, _ in answers] == [200] * len(SESSIONS), answers
     assert {answer["backend"] for _, answer in answers} == {survivor.host}
+
+
+CHUNKS = 12
+
+
+class _Streamer(BaseHTTPRequestHandler):
+    """An OpenAI-style SSE stream: CHUNKS chunks 0.15 s apart, then [DONE]."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(CHUNKS):
+            self._chunk(f'data: {{"choices": [{{"index": 0, "delta": {{"content": "t{i}"}}}}]}}\n\n')
+            time.sleep(0.15)
+        self._chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _stream(port: int, results: list[tuple[int, list[str]]]) -> None:
+    payload = {"model": "tiny", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(payload), headers)
+        response = conn.getresponse()
+        lines = [line.decode().strip() for line in response if line.strip()]
+        results.append((response.status, lines))
+    except (OSError, http.client.HTTPException) as exc:
+        results.append((0, [repr(exc)]))
+    finally:
+        conn.close()
+
+
+def test_a_gateway_reload_cuts_no_stream_in_flight(gateway: Gateway) -> None:
+    """The role reloads nginx on every drain, undrain and configuration change, often while clients stream:
+    streams in flight finish on the old worker, requests during the reload reach the new one."""
+    for backend in gateway.backends:
+        backend.stop()
+        backend.serve(_Streamer)
+    results: list[tuple[int, list[str]]] = []
+    for drained in ([gateway.backends[0].host], []):
+        gateway.render(drained=drained)  # rendering takes seconds: before the streams, reloaded during them
+        clients = [threading.Thread(target=_stream, args=(gateway.port, results)) for _ in range(8)]
+        for client in clients:
+            client.start()
+        time.sleep(0.5)  # every stream has its first chunks
+        gateway.reload()
+        for client in clients:
+            client.join(30)
+    assert len(results) == 16
+    for status, lines in results:
+        assert status == 200, lines
+        assert len(lines) == CHUNKS + 1 and lines[-1] == "data: [DONE]", lines
