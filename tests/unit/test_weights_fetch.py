@@ -3,6 +3,7 @@ stand-in, writing to a local folder that plays the shared storage."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -331,6 +332,57 @@ def test_full_disk_fails_before_downloading_weights_and_keeps_old_copy(python, s
             "no weight bytes of the new revision were transferred"
         )
         assert hub.bytes(REPO) - served < 64 * 1024, "only metadata files before the disk check"
+
+
+def test_storage_filled_during_the_download_fails_clearly_and_publishes_nothing(python, small_disk, tmp_path):
+    """The space check passes, then another job fills the storage mid-download: a clear disk_full, the old
+    revision untouched and still the one its ref names, and once space is freed the re-run resumes."""
+    small = make_model(tmp_path / "small", shards=1, shard_bytes=256 * 1024)
+    big = make_model(tmp_path / "big", shards=3, shard_bytes=768 * 1024, seed="big")
+    with HubThread() as hub:
+        hub.state.add_repo(REPO, small)
+        spec = spec_for(small_disk, hub.url)
+        rc, out, err = run_fetch(python, spec, tmp_path)
+        assert rc == 0, err
+        old = Path(out["models"]["tiny"]["path"])
+        before = tree_fingerprint(old)
+        ref = small_disk / "vllm-fleet-test" / "tiny" / "refs" / "main"
+        ref_before = ref.read_text()
+        new_commit = hub.state.add_repo(REPO, big)
+        hub.state.throttle_bps = 1 << 20
+        spec["download_workers"] = 1
+        proc = subprocess.Popen(
+            fetch_cmd(python, "fetch", write_spec(tmp_path / "spec.json", spec)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )
+        staging = next_staging(small_disk, deadline=time.monotonic() + 30)
+        deadline = time.monotonic() + 30
+        while not list(staging.glob("*.safetensors")) and not list(staging.rglob("*.incomplete")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        filler = small_disk / "filler"
+        with filler.open("wb") as fh, contextlib.suppress(OSError):
+            while True:  # what another job does to the shared storage
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 1 and stdout, stderr[-3000:]
+        failure = json.loads(stdout)["failed"]["tiny"]
+        assert failure["code"] == "disk_full", failure
+        assert "filled up while" in failure["message"] and "Nothing was published" in failure["message"]
+        assert "re-run" in failure["fix"]
+        assert "Traceback" not in stderr
+        assert tree_fingerprint(old) == before and ref.read_text() == ref_before
+        assert not (small_disk / "vllm-fleet-test" / "tiny" / new_commit).exists()
+
+        filler.unlink()
+        hub.state.throttle_bps = 0
+        rc, out, err = run_fetch(python, spec, tmp_path)
+        assert rc == 0, err
+        assert out["models"]["tiny"]["status"] == "fetched" and ref.read_text() != ref_before
 
 
 def test_local_source_and_readers_wait(python, model, tmp_path):

@@ -17,6 +17,7 @@ Prints one JSON document on stdout: {"changed": bool, "models": {...}, "failed":
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -438,78 +439,115 @@ def fetch_model(model: dict[str, Any], spec: dict[str, Any], check: bool) -> tup
 
     lock.acquire(timeout=float(spec.get("lock_timeout_seconds", 7200)), on_wait=waiting)
     try:
-        if check_present(target, plan) is None:  # another writer finished while we waited
-            changed = write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
-            return changed, _result(
-                plan,
-                root,
-                "present",
-                fetched_files=0,
-                verify_seconds=0.0,
-                waited_seconds=round(lock.waited, 3),
-            )
-        if target.exists():  # a copy without a valid manifest: never trusted, set aside
-            trash = mdir / f".trash-{plan.revision}-{int(time.time())}"
-            os.replace(target, trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        staging = staging_dir(root, plan.repo_id, plan.revision)
-        staging.mkdir(parents=True, exist_ok=True)
-        clean_stale_partials(staging)
-        fetched = len([f for f in plan.files if not (staging / f.path).is_file()])
-        meta = [f.path for f in plan.files if f.is_metadata]
-        if meta:
-            source.download(plan, staging, meta, force=False)
-        disk = check_disk_space(
-            staging,
-            missing_bytes(plan.files, staging),
-            int(float(spec.get("disk_margin_bytes", 1 << 30))),
-            float(spec.get("disk_margin_ratio", 0.05)),
-            f"{plan.repo_id}@{plan.revision}",
-        )
-        lock.ensure_held()
-        source.download(plan, staging, [f.path for f in plan.files], force=False)
-        retries = int(spec.get("verify_retries", 2))
-        verify_seconds = 0.0
-        refetched: dict[str, str] = {}
-        for attempt in range(retries + 1):
-            started = time.monotonic()
-            bad = verify_tree(staging, plan.files, workers=int(spec.get("verify_workers", 4)))
-            verify_seconds += time.monotonic() - started
-            if not bad:
-                break
-            if attempt == retries:
-                raise WeightsError(
-                    "verify_failed",
-                    f"{plan.repo_id}@{plan.revision}: {len(bad)} file(s) still do "
-                    f"not match the hub after {retries} re-fetches: "
-                    + "; ".join(f"{p}: {r}" for p, r in sorted(bad.items())[:5])
-                    + ".",
-                    "Check the storage and the mirror (endpoint) for corruption, then re-run.",
-                )
-            log.warning("re-fetching %d file(s) that failed verification: %s", len(bad), bad)
-            refetched.update(bad)
-            lock.ensure_held()
-            source.download(plan, staging, sorted(bad), force=True)
-        shutil.rmtree(staging / ".cache", ignore_errors=True)
-        write_manifest(staging, build_manifest(plan, source.endpoint))
-        lock.ensure_held()
-        os.replace(staging, target)
-        write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
-        verified = sum(f.size for f in plan.files)
-        return True, _result(
-            plan,
-            root,
-            "fetched",
-            fetched_files=fetched,
-            refetched=sorted(refetched),
-            verify_seconds=round(verify_seconds, 3),
-            verified_bytes=verified,
-            waited_seconds=round(lock.waited, 3),
-            disk=disk,
-            skipped=plan.skipped,
-        )
+        return _fetch_locked(spec, source, plan, target, mdir, lock)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise _filled_up(staging_dir(root, plan.repo_id, plan.revision), plan, err) from None
     finally:
         lock.release()
+
+
+def _fetch_locked(
+    spec: dict[str, Any],
+    source: Source,
+    plan: Plan,
+    target: Path,
+    mdir: Path,
+    lock: WriterLock,
+) -> tuple[bool, dict[str, Any]]:
+    """The writer's part, under the lock: staging, space check, download, verify, publish."""
+    root = Path(spec["root"])
+    if check_present(target, plan) is None:  # another writer finished while we waited
+        changed = write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
+        return changed, _result(
+            plan,
+            root,
+            "present",
+            fetched_files=0,
+            verify_seconds=0.0,
+            waited_seconds=round(lock.waited, 3),
+        )
+    if target.exists():  # a copy without a valid manifest: never trusted, set aside
+        trash = mdir / f".trash-{plan.revision}-{int(time.time())}"
+        os.replace(target, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    staging = staging_dir(root, plan.repo_id, plan.revision)
+    staging.mkdir(parents=True, exist_ok=True)
+    clean_stale_partials(staging)
+    fetched = len([f for f in plan.files if not (staging / f.path).is_file()])
+    meta = [f.path for f in plan.files if f.is_metadata]
+    if meta:
+        source.download(plan, staging, meta, force=False)
+    disk = check_disk_space(
+        staging,
+        missing_bytes(plan.files, staging),
+        int(float(spec.get("disk_margin_bytes", 1 << 30))),
+        float(spec.get("disk_margin_ratio", 0.05)),
+        f"{plan.repo_id}@{plan.revision}",
+    )
+    lock.ensure_held()
+    source.download(plan, staging, [f.path for f in plan.files], force=False)
+    retries = int(spec.get("verify_retries", 2))
+    verify_seconds = 0.0
+    refetched: dict[str, str] = {}
+    for attempt in range(retries + 1):
+        started = time.monotonic()
+        bad = verify_tree(staging, plan.files, workers=int(spec.get("verify_workers", 4)))
+        verify_seconds += time.monotonic() - started
+        if not bad:
+            break
+        if attempt == retries:
+            raise WeightsError(
+                "verify_failed",
+                f"{plan.repo_id}@{plan.revision}: {len(bad)} file(s) still do "
+                f"not match the hub after {retries} re-fetches: "
+                + "; ".join(f"{p}: {r}" for p, r in sorted(bad.items())[:5])
+                + ".",
+                "Check the storage and the mirror (endpoint) for corruption, then re-run.",
+            )
+        log.warning("re-fetching %d file(s) that failed verification: %s", len(bad), bad)
+        refetched.update(bad)
+        lock.ensure_held()
+        source.download(plan, staging, sorted(bad), force=True)
+    shutil.rmtree(staging / ".cache", ignore_errors=True)
+    write_manifest(staging, build_manifest(plan, source.endpoint))
+    lock.ensure_held()
+    os.replace(staging, target)
+    write_ref(root, plan.repo_id, plan.requested_revision, plan.revision)
+    verified = sum(f.size for f in plan.files)
+    return True, _result(
+        plan,
+        root,
+        "fetched",
+        fetched_files=fetched,
+        refetched=sorted(refetched),
+        verify_seconds=round(verify_seconds, 3),
+        verified_bytes=verified,
+        waited_seconds=round(lock.waited, 3),
+        disk=disk,
+        skipped=plan.skipped,
+    )
+
+
+def _filled_up(staging: Path, plan: Plan, err: OSError) -> WeightsError:
+    """The storage filled up after the space check (another writer, another job): nothing is published."""
+    return WeightsError(
+        "disk_full",
+        f"The storage under {staging.parent} filled up while {plan.repo_id}@{plan.revision} was downloading "
+        f"({err.strerror}; {_free_text(staging)} free now). Nothing was published: the revision served "
+        "before is untouched.",
+        "Free space on the model storage (old revisions live next to the new one; another job may have "
+        f"filled it), then re-run: the files finished so far stay in {staging.name}, not fetched again.",
+    )
+
+
+def _free_text(path: Path) -> str:
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return "unknown"
+    return f"{free / (1 << 20):.1f} MiB"
 
 
 def wait_model(model: dict[str, Any], spec: dict[str, Any], deadline: float) -> dict[str, Any]:
