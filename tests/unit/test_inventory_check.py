@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inventory_check as ic
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.images import tag_version
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = ic.load_catalogue()
@@ -269,22 +270,6 @@ def test_a_bad_adapter_is_one_line_naming_the_variable_and_the_fix(adapter, weig
         assert "did you mean m-sql?" in found[0].what
 
 
-@pytest.mark.parametrize(
-    ("image", "version"),
-    [
-        ("vllm/vllm-openai:v0.34.0", "0.34.0"),
-        ("registry.local:5000/vllm/vllm-openai:0.32.0-cu129", "0.32.0"),
-        ("vllm-fleet/vllm-cpu:0.32.0", "0.32.0"),
-        ("registry.local:5000/vllm", None),
-        ("vllm/vllm-openai:latest", None),
-        ("vllm/vllm-openai@sha256:" + "a" * 64, None),
-        ("vllm/vllm-openai:build-2026.12.04", None),
-    ],
-)
-def test_the_release_an_image_tag_names(image, version):
-    assert ic.cross.image_tag_version(image) == version
-
-
 def test_a_gpu_group_whose_image_tag_disagrees_with_its_version_is_reported():
     hosts = fleet(
         g1={"vllm_server_image": "vllm/vllm-openai:v0.32.0", "vllm_server_vllm_version": "0.34.0"},
@@ -309,10 +294,7 @@ def test_the_lab_pins_its_cpu_build_apart_from_the_fleet_default():
 
     fleet_defaults = yaml.safe_load((ROOT / "roles/vllm_fleet/defaults/main.yml").read_text())
     lab = yaml.safe_load((ROOT / "inventories/lab/group_vars/gpu_nodes/vllm_server.yml").read_text())
-    assert (
-        ic.cross.image_tag_version(fleet_defaults["vllm_fleet_vllm_image"])
-        == fleet_defaults["vllm_fleet_vllm_version"]
-    )
+    assert tag_version(fleet_defaults["vllm_fleet_vllm_image"]) == fleet_defaults["vllm_fleet_vllm_version"]
     assert (lab["vllm_server_image"], lab["vllm_server_vllm_version"]) == (
         "vllm-fleet/vllm-cpu:0.32.0",
         "0.32.0",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet, images
 
 _RESERVED_GROUPS = frozenset({"all", "ungrouped"})
 
@@ -52,13 +52,11 @@ def image_version(image: str | None) -> str:
     """
     if not image:
         return "unknown"
-    ref = str(image).strip()
-    name, _unused, digest = ref.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        return last.split(":", 1)[1]
-    if digest:
-        algo, _unused, hexpart = digest.partition(":")
+    ref = images.split_image(image)
+    if ref.tag:
+        return ref.tag
+    if ref.digest:
+        algo, _unused, hexpart = ref.digest.partition(":")
         return f"{algo}:{hexpart[:12]}"
     return "latest"
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..fleet_serving.gateway import affinity_problems
+from ..fleet_serving.images import tag_version
 from ..fleet_serving.lora import ADAPTER_KEYS
 from .names import closest
 from .problems import Problem, Unresolved, has_unresolved, is_unresolved
@@ -478,22 +479,6 @@ def _check_adapters(
     return problems
 
 
-# a release number in an image tag: v0.34.0, 0.32.0, 0.34.0-cu129 (not 1.0.34.0 or a date)
-_TAG_VERSION = re.compile(r"(?<![0-9.])v?([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3})(?![0-9]|\.[0-9])")
-
-
-def image_tag_version(image: str) -> str | None:
-    """The vLLM release an image reference's tag names (``vllm/vllm-openai:v0.34.0`` -> ``0.34.0``), or
-    None when the tag names none (``latest``, a digest, a build name)."""
-    name = image.split("@", 1)[0]
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    if colon <= slash:
-        return None
-    found = _TAG_VERSION.search(name[colon + 1 :])
-    return found.group(1) if found else None
-
-
 def check_image_version(view: HostView) -> list[Problem]:
     """The planner sizes memory for vllm_server_vllm_version, the host runs vllm_server_image: a tag
     naming another release means plans (and flags) made for a vLLM the host does not run."""
@@ -507,7 +492,7 @@ def check_image_version(view: HostView) -> list[Problem]:
         version = view.get("vllm_fleet_vllm_version")
     if not isinstance(image, str) or not isinstance(version, str):
         return []
-    tagged = image_tag_version(image)
+    tagged = tag_version(image)
     if tagged is None or tagged == version.strip().lstrip("v"):
         return []
     return [
