@@ -60,6 +60,7 @@ def test_each_container_mounts_its_image_folder_with_every_cache_in_it() -> None
         {
             "id": LAB_ID,
             "dir": LAB_DIR,
+            "volume": f"{LAB_DIR}:/var/cache/vllm-fleet:rw",
             "kernels": True,
             "kernels_env": {
                 "PIP_TARGET": "/var/cache/vllm-fleet/python",

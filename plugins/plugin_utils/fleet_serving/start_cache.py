@@ -133,9 +133,9 @@ def start_caches(
     ``specs``: the containers (``container``, ``image``); ``images``: ``docker_image_info``'s images of them;
     ``root``: ``vllm_server_cache_root`` (empty: no caches, ``{images: [], containers: {}}``).
 
-    Returns ``images``: per image ID once, ``{id, dir, kernels, kernels_env, stamp}`` (``kernels``: run
-    ``vllm download-kernels`` for it, in a container with ``kernels_env``, once: ``stamp`` is the file that
-    says it ran); ``containers``: container name -> ``{volumes: ["<dir>:<CONTAINER_DIR>:rw"], env}``.
+    Returns ``images``: per image ID once, ``{id, dir, volume, kernels, kernels_env, stamp}`` (``kernels``:
+    run ``vllm download-kernels`` for it, in a container with ``kernels_env``, once: ``stamp`` is the file
+    that says it ran); ``containers``: container name -> ``{volumes: ["<dir>:<CONTAINER_DIR>:rw"], env}``.
     """
     if root in (None, ""):
         return {"images": [], "containers": {}}
@@ -156,6 +156,7 @@ def start_caches(
             {
                 "id": str(image["Id"]),
                 "dir": folder,
+                "volume": f"{folder}:{CONTAINER_DIR}:rw",
                 "kernels": kernels,
                 "kernels_env": kernels_env() if kernels else {},
                 "stamp": posixpath.join(folder, KERNELS_STAMP),
