@@ -34,6 +34,7 @@ INTERVAL = 10  # vllm_server_watchdog_interval in molecule.yml
 TIMEOUT = 15  # vllm_server_watchdog_timeout in molecule.yml
 FAILURES = 3
 REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"  # prepare.yml
+CACHE_ROOT = "/srv/vf-serve-models/vllm-cache"  # vllm_server_cache_root in molecule.yml
 
 
 def _fact(host) -> dict:
@@ -76,6 +77,25 @@ def test_container_spec(host, engine, vllm_url):
         time.sleep(3)
         attrs = engine.api.inspect_container(VLLM)
     assert attrs["State"]["Health"]["Status"] == "healthy"
+
+
+def test_vllm_keeps_its_caches_in_the_image_folder_on_the_host(host, engine):
+    attrs = engine.api.inspect_container(VLLM)
+    folder = f"{CACHE_ROOT}/{attrs['Image'].removeprefix('sha256:')}"
+    assert f"{folder}:/var/cache/vllm-fleet:rw" in attrs["HostConfig"]["Binds"]
+    env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
+    assert env["VLLM_CACHE_ROOT"] == "/var/cache/vllm-fleet/vllm"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/var/cache/vllm-fleet/torchinductor"
+    assert env["PYTHONPATH"] == "/var/cache/vllm-fleet/python"
+    assert host.file(folder).is_directory and host.file(folder).mode == 0o700
+    # what vLLM wrote there at its start (the CPU build compiles its sampler with Inductor)
+    assert host.file(f"{folder}/torchinductor").is_directory
+    # `vllm download-kernels` ran once for the image, before the container: the CPU build has no FlashInfer
+    stamp = host.file(f"{folder}/download-kernels.log").content_string
+    assert "vllm download-kernels: exit 0" in stamp and "FlashInfer is not installed" in stamp
+    # prepare.yml's folder of an image that is not on the host went; a folder not named by an image ID stays
+    assert not host.file(f"{CACHE_ROOT}/{'e' * 64}").exists
+    assert host.file(f"{CACHE_ROOT}/notes").is_directory
 
 
 def test_vllm_listens_on_the_internal_address_only(host, engine):
