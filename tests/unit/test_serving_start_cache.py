@@ -150,3 +150,9 @@ def test_a_recorded_image_that_left_the_host_loses_its_folder() -> None:
 
 def test_no_fact_and_no_container_removes_every_image_folder() -> None:
     assert start_cache.stale_caches([LAB_DIR + "/"], [], None, []) == [LAB_DIR + "/"]
+
+
+def test_a_rollback_to_an_older_release_is_gated_on_the_release_it_recorded() -> None:
+    specs = [{"container": "c", "image": LAB_ID, "vllm_version": "0.30.1"}]
+    got = start_cache.start_caches(specs, [LAB_IMAGE], ROOT, "0.34.0")
+    assert got["images"][0]["kernels"] is False

@@ -130,7 +130,8 @@ def start_caches(
 ) -> dict[str, Any]:
     """What the role creates and mounts for the containers of one host.
 
-    ``specs``: the containers (``container``, ``image``); ``images``: ``docker_image_info``'s images of them;
+    ``specs``: the containers (``container``, ``image``, their own ``vllm_version`` where it differs,
+    as a rollback's recorded one may); ``images``: ``docker_image_info``'s images of them;
     ``root``: ``vllm_server_cache_root`` (empty: no caches, ``{images: [], containers: {}}``).
 
     Returns ``images``: per image ID once, ``{id, dir, volume, kernels, kernels_env, stamp}`` (``kernels``:
@@ -143,7 +144,6 @@ def start_caches(
     if not root.startswith("/") or not posixpath.normpath(root).strip("/"):
         raise ServingError(f"vllm_server_cache_root must be an absolute folder other than /, got {root!r}")
     root = posixpath.normpath(root)
-    kernels = has_download_kernels(vllm_version)
     by_id: dict[str, dict[str, Any]] = {}
     containers: dict[str, Any] = {}
     for spec in specs:
@@ -151,6 +151,8 @@ def start_caches(
         if image is None:
             raise ServingError(f"the image {spec['image']} of {spec['container']} is not on this host")
         folder = image_dir(root, str(image["Id"]))
+        # a rollback's spec carries the release it recorded, which may be older than vllm_version
+        kernels = has_download_kernels(spec.get("vllm_version") or vllm_version)
         by_id.setdefault(
             str(image["Id"]),
             {
