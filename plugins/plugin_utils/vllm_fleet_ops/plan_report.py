@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..fleet_serving import lora
 from ..fleet_serving.deploy import ServingError
 from ..fleet_serving.model_features import model_features
 from ..vllm_planner.options import GPU_FLAGS, cli_arguments, merge_plan_options
@@ -467,6 +468,7 @@ ENTRY_KEYS = {
     "repo_id",
     "revision",
     "serve",
+    "adapters",
 }
 
 
@@ -516,6 +518,7 @@ def normalize_entries(
                             "options": served.get("overrides") or {},
                             "gpus": len(served.get("gpus") or []) or None,
                             "serve": {k: served[k] for k in SERVE_KEYS if k in served},
+                            "adapters": served.get("adapters") or [],
                         }
                     )
     entries = []
@@ -536,6 +539,8 @@ def normalize_entries(
             "gpu_count": int(model.get("gpus")) if model.get("gpus") else None,
             "serve": dict(model.get("serve") or {}),
             "draft_dir": None,
+            "adapters": [],
+            "overrides": dict(model.get("options") or {}),
             "error": None,
         }
         entries.append(entry)
@@ -566,6 +571,15 @@ def normalize_entries(
             model.get("options"),
             entry["name"],
         )
+        if model.get("adapters"):
+            # the adapters' adapter_config.json (read on the group's first host) size LoRA as vllm_server does
+            try:
+                entry["adapters"] = lora.adapters(
+                    [{"name": entry["name"], "adapters": model["adapters"]}], _weights_root(first)
+                )
+            except ServingError as exc:
+                entry["error"] = str(exc)
+                continue
         if entry["group"] in _serving_group_names(settings.get("serving_groups")) and not model.get("nodes"):
             # a serving group is one replica over its hosts: one pipeline stage per host
             entry["nodes"] = len(hosts)
@@ -577,7 +591,7 @@ def normalize_entries(
         elif model.get("model_path"):
             entry["read_host"], entry["read_dir"] = hosts[0], str(model["model_path"]).rstrip("/")
         elif model.get("repo_id") and model.get("revision"):
-            root = first.get("model_weights_root") or "/srv/models"
+            root = _weights_root(first)
             entry["read_host"] = first.get("model_weights_writer_host") or hosts[0]
             base = f"{str(root).rstrip('/')}/{model['repo_id']}"
             entry["read_dir"] = f"{base}/{model['revision']}"
@@ -589,6 +603,11 @@ def normalize_entries(
                 "model_weights layout)"
             )
     return entries
+
+
+def _weights_root(hostvars: Mapping[str, Any]) -> str:
+    """Where a host keeps the model_weights layout (models and adapters)."""
+    return str(hostvars.get("model_weights_root") or "/srv/models")
 
 
 def _serving_group_names(spec: Any) -> set[str]:
@@ -603,14 +622,17 @@ def follow_refs(entries: list[Mapping[str, Any]], answers: list[Mapping[str, Any
 
     The model_weights role keeps ``<root>/<org>/<name>/refs/<revision>`` holding the immutable
     revision a branch or tag resolved to; ``answers`` are ``ansible.builtin.slurp`` results of those
-    files (``item`` is the entry, ``content`` base64). Entries without a readable ref are unchanged.
+    files (``item`` is the entry, ``content`` base64), or of an adapter's ref (``item`` is ``[entry,
+    adapter]``). Entries and adapters without a readable ref are unchanged.
     """
-    resolved: dict[tuple[Any, Any], str] = {}
+    resolved: dict[tuple[Any, ...], str] = {}
     for answer in answers:
         item = answer.get("item") or {}
         if answer.get("content"):
             text = base64.b64decode(answer["content"]).decode("utf-8", "replace").strip()
-            if text and "/" not in text:
+            if isinstance(item, list) and len(item) == 2:
+                resolved[(item[0].get("group"), item[0].get("name"), item[1].get("name"))] = text
+            elif text and "/" not in text:
                 resolved[(item.get("group"), item.get("name"))] = text
     out = []
     for entry in entries:
@@ -618,6 +640,10 @@ def follow_refs(entries: list[Mapping[str, Any]], answers: list[Mapping[str, Any
         target = resolved.get((entry.get("group"), entry.get("name")))
         if target and entry.get("read_dir"):
             entry["read_dir"] = f"{entry['read_dir'].rsplit('/', 1)[0]}/{target}"
+        if entry.get("adapters"):
+            key = (entry.get("group"), entry.get("name"))
+            commits = [resolved.get((*key, adapter["name"])) for adapter in entry["adapters"]]
+            entry["adapters"] = lora.resolve(entry["adapters"], commits)
         out.append(entry)
     return out
 
@@ -643,6 +669,24 @@ def _tokenizer_config(got: Mapping[str, Any]) -> dict[str, Any] | None:
     return tok or None
 
 
+def lora_options(entry: Mapping[str, Any], configs: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the LoRA sizing vllm_server gives the model's adapters (max_loras, max_lora_rank),
+    under the model's own overrides as there. ``configs``: adapter name -> its adapter_config.json text."""
+    adapters = list(entry.get("adapters") or [])
+    configs = [dict(configs or {}).get(a["name"]) for a in adapters]
+    missing = [a for a, c in zip(adapters, configs, strict=True) if not c]
+    if missing:
+        raise ServingError(
+            f"cannot read adapter_config.json of {', '.join(a['name'] for a in missing)} "
+            f"({', '.join(a['path'] for a in missing)}): download the adapters first (playbooks/weights.yml) "
+            f"or fix vllm_server_models[{entry.get('name')}].adapters"
+        )
+    launch = lora.launch(adapters, configs, options.get("vllm_version"))
+    sized = launch[str(entry.get("name"))]["options"]
+    overrides = entry.get("overrides") or {}
+    return {**options, **{k: v for k, v in sized.items() if k not in overrides}}
+
+
 def attach_inputs(
     entries: list[Mapping[str, Any]],
     files: Mapping[str, Any],
@@ -653,7 +697,8 @@ def attach_inputs(
     """Entries ready for :func:`build_report`.
 
     ``files``: entry index (as a string) -> ``{config, index, hf_quant_config, tokenizer_config,
-    chat_template, draft_config, config_path, index_path, error}``: texts read on the control node or
+    chat_template, draft_config, adapter_configs, config_path, index_path, error}`` (``adapter_configs``:
+    adapter name -> its adapter_config.json): texts read on the control node or
     from a host (a read from a host is saved on the control node by the playbook; the saved paths come as
     ``config_path`` and ``index_path``). A ``hf_quant_config.json`` beside the config is merged the way
     ``vllm-fleet-plan`` merges it. ``facts``/``deployed``: host -> nvidia_gpu / vllm_fleet facts.
@@ -699,6 +744,12 @@ def attach_inputs(
             draft = None  # the plan then goes without the drafter, with a note
         if isinstance(draft, dict):
             item["options"] = {**item["options"], "speculative_draft_config": draft}
+        if entry.get("adapters"):
+            try:
+                item["options"] = lora_options(entry, got.get("adapter_configs"), item["options"])
+            except ServingError as exc:
+                item["error"] = str(exc)
+                continue
         item.update(
             config=config,
             config_path=got.get("config_path") or entry.get("config_path"),
