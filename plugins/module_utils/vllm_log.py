@@ -163,6 +163,14 @@ _FAILURES: list[tuple[str, re.Pattern[str], str]] = [
         "vllm_server_models[].overrides.kv_cache_memory_bytes (e.g. 1G).",
     ),
     (
+        # vLLM's ModelConfig: --enable-sleep-mode off CUDA/ROCm (the lab's CPU build of 0.32.0 says this)
+        "sleep_unsupported",
+        re.compile(r"Sleep mode is not supported on current platform"),
+        "vLLM's sleep mode runs on CUDA and ROCm GPUs only and this image's vLLM is built for another "
+        "platform (a CPU build?). Fix: set vllm_server_models[].sleep: false for this model, or serve it "
+        "from a CUDA image of vLLM.",
+    ),
+    (
         "bad_arguments",
         re.compile(r"(?:vllm serve|vllm|api_server\.py): error: (?P<detail>.+)"),
         "vLLM rejected its arguments ({detail}). Fix: check vllm_server_models[].extra_args and overrides "

@@ -18,6 +18,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep import (
     awake_check,
+    platform_problem,
     sleep_launch,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
@@ -139,3 +140,44 @@ def test_extra_args_may_not_set_the_tier_or_sleep_flags(flag: str, setting: str)
 
     with pytest.raises(ServingError, match=rf"set vllm_server_models\[m\]\.{setting}"):
         vllm_command("/p", "m", "0.0.0.0", 8000, [], [flag, "1"])
+
+
+CPU_IMAGE = {
+    "Id": "sha256:0f8ea2a49bdd",
+    "RepoTags": ["vllm-fleet/vllm-cpu:0.32.0"],
+    # the lab image's Config (docker image inspect vllm-fleet/vllm-cpu:0.32.0)
+    "Config": {
+        "Labels": {
+            "io.vllm-fleet.cuda-version": "none",
+            "org.opencontainers.image.title": "vllm-fleet lab vLLM (CPU build)",
+        },
+        "Env": ["PATH=/opt/vllm/bin:/usr/bin", "HF_HUB_OFFLINE=1"],
+    },
+}
+CUDA_IMAGE = {
+    "Id": "sha256:1a2b",
+    "RepoTags": ["vllm/vllm-openai:v0.32.0"],
+    "Config": {"Labels": {}, "Env": ["CUDA_VERSION=12.9.1", "NVIDIA_VISIBLE_DEVICES=all"]},
+}
+
+
+@pytest.mark.parametrize("ref", ["vllm-fleet/vllm-cpu:0.32.0", "sha256:0f8ea2a49bdd"])
+def test_sleep_is_refused_in_vllms_words_for_a_cpu_build(ref: str) -> None:
+    problem = platform_problem([CUDA_IMAGE, CPU_IMAGE], ref, "vllm_server_models[tiny].sleep")
+    assert problem is not None
+    assert problem.startswith(
+        "vllm_server_models[tiny].sleep: Sleep mode is not supported on current platform."
+    )
+    assert "sleep: false" in problem
+
+
+@pytest.mark.parametrize(
+    ("images", "ref"),
+    [
+        ([CUDA_IMAGE, CPU_IMAGE], "vllm/vllm-openai:v0.32.0"),  # a CUDA image
+        ([CUDA_IMAGE], "vllm-fleet/vllm-cpu:0.32.0"),  # not on the host yet: vLLM judges it at start
+        ([], "vllm/vllm-openai:v0.32.0"),
+    ],
+)
+def test_sleep_is_left_to_vllm_unless_the_image_says_cpu(images: list, ref: str) -> None:
+    assert platform_problem(images, ref, "vllm_server_models[m].sleep") is None

@@ -209,3 +209,11 @@ def _frame(stream: int, text: str) -> bytes:
 )
 def test_demux_docker_logs(data: bytes, expected: str) -> None:
     assert vllm_log.demux_docker_logs(data) == expected
+
+
+def test_diagnose_failure_of_sleep_mode_in_the_cpu_build() -> None:
+    """The lab's CPU build refusing --enable-sleep-mode (tests/lab/features_cpu.py sleep, the whole log)."""
+    result = vllm_log.diagnose_failure((DATA / "cpu-0.32.0-tiny-sleep-mode.log").read_text())
+    assert result["code"] == "sleep_unsupported"
+    assert "sleep: false" in result["message"]
+    assert "Sleep mode is not supported on current platform." in result["line"]
