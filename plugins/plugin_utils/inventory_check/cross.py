@@ -12,6 +12,7 @@ from ..fleet_serving.lora import ADAPTER_KEYS
 from .names import closest
 from .problems import Problem, Unresolved, has_unresolved, is_unresolved
 from .specs import Catalogue
+from .values import REFERENCE
 
 HUB_SOURCES = ("huggingface", "modelscope", "local")
 _RATE = re.compile(r"^[1-9][0-9]*r/[sm]$")
@@ -35,6 +36,10 @@ class HostView:
         option = self.cat.options.get(name)
         default = self.cat.defaults.get(name, option.spec.get("default", fallback) if option else fallback)
         if isinstance(default, str) and "{{" in default:
+            # a default naming a fleet-wide value (model_weights_root: "{{ vllm_fleet_models_root }}") is it
+            found = REFERENCE.match(default.strip())
+            if found and found.group(1) != name:
+                return self.get(found.group(1), fallback)
             return Unresolved("role default is a template")
         return default
 

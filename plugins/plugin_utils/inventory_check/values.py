@@ -20,7 +20,7 @@ from typing import Any
 from .specs import Catalogue, load_catalogue
 
 # a default that is exactly one other variable: "{{ vllm_fleet_vllm_image }}"
-_REFERENCE = re.compile(r"^\{\{\s*([a-z][a-z0-9_]*)\s*\}\}$")
+REFERENCE = re.compile(r"^\{\{\s*([a-z][a-z0-9_]*)\s*\}\}$")
 
 
 @lru_cache(maxsize=1)
@@ -54,7 +54,7 @@ def role_value(hvars: Mapping[str, Any] | None, name: str, catalogue: Catalogue 
         value = role_default(name, cat)
         if not isinstance(value, str) or "{" not in value:
             return value
-        found = _REFERENCE.match(value.strip())
+        found = REFERENCE.match(value.strip())
         if not found:
             raise ValueError(
                 f"the default of {name} ({value!r}) is a template, not one variable: read it inside its role"
