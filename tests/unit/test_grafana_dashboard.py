@@ -1,7 +1,7 @@
 """The fleet's Grafana dashboard and the metric names used by it and by the alert rules.
 
 Every metric a panel or an alert reads must exist: in a real vLLM /metrics capture
-(tests/data/monitoring/vllm-0.32.0-cpu.metrics), among the DCGM fields the dcgm_exporter
+(tests/data/monitoring/vllm-0.32.0-cpu*.metrics), among the DCGM fields the dcgm_exporter
 role exports, in the mtail program, or in tests/data/monitoring/known-metrics.yml.
 """
 
@@ -32,9 +32,10 @@ PROMQL_WORDS = {
 
 def known_metrics() -> set[str]:
     names = set()
-    for line in (DATA / "vllm-0.32.0-cpu.metrics").read_text().splitlines():
-        if line and not line.startswith("#"):
-            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    for capture in DATA.glob("vllm-*.metrics"):  # the plain start, and each feature's (SOURCE.md)
+        for line in capture.read_text().splitlines():
+            if line and not line.startswith("#"):
+                names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     for group in yaml.safe_load((DATA / "known-metrics.yml").read_text()).values():
         names.update(group)
     dcgm = yaml.safe_load((ROOT / "roles" / "dcgm_exporter" / "vars" / "main.yml").read_text())
@@ -123,6 +124,12 @@ def test_template_variables_used_are_defined(dashboard):
         ("running requests", "vllm:num_requests_running"),
         ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL"),
         ("GPU memory", "DCGM_FI_DEV_FB_USED"),
+        ("speculative decoding: tokens per step", "vllm:spec_decode_num_drafts_total"),
+        ("speculative decoding: accepted tokens", "vllm:spec_decode_num_accepted_tokens_total"),
+        ("per-position draft acceptance", "vllm:spec_decode_num_accepted_tokens_per_pos_total"),
+        ("prefix-cache hits per tier (device, host)", "vllm:prompt_tokens_cached_by_source_total"),
+        ("KV connector (offload tier) hits", "vllm:external_prefix_cache_hits_total"),
+        ("sleeping models", "vllm:engine_sleep_state"),
     ],
 )
 def test_dashboard_shows(dashboard, what, metric):
