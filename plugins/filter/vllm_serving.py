@@ -23,7 +23,7 @@ vllm_serving_lora(adapters, adapter_configs, vllm_version, root)  per model: LoR
 vllm_serving_lora_changes(models_body, model, declared)  the adapters to load and unload at runtime
 vllm_serving_model_features(config, tokenizer_config, settings, vllm_version, name)  task, parsers, flags
 vllm_serving_kv_offload(models, memtotal_mb, vllm_version, weights, tp)  per model its KV tier in host RAM
-vllm_serving_sleep_platform(images, image, var)  vLLM's refusal of sleep mode in a CPU build, else None
+vllm_serving_platform_problems(images, spec)  what a CPU build of vLLM refuses of a model (sleep, KV tier)
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -46,7 +46,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     lora,
     mig,
     model_features,
-    sleep,
+    platform,
 )
 
 
@@ -76,7 +76,7 @@ class FilterModule:
             "vllm_serving_lora_changes": lora.runtime_changes,
             "vllm_serving_model_features": model_features.model_features,
             "vllm_serving_kv_offload": kv_offload.kv_offload,
-            "vllm_serving_sleep_platform": sleep.platform_problem,
+            "vllm_serving_platform_problems": platform.problems,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,

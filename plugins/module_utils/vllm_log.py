@@ -171,6 +171,14 @@ _FAILURES: list[tuple[str, re.Pattern[str], str]] = [
         "from a CUDA image of vLLM.",
     ),
     (
+        # vLLM's CPUOffloadingSpec (vllm/v1/kv_offload/cpu/spec.py): the native KV tier in host RAM off a GPU
+        "kv_offload_unsupported",
+        re.compile(r"CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"),
+        "vLLM's native KV tier in host RAM runs on CUDA-alike and XPU GPUs only and this image's vLLM is "
+        "built for another platform (a CPU build?). Fix: set vllm_server_models[].kv_offload: false for this "
+        "model, or serve it from a CUDA image of vLLM.",
+    ),
+    (
         "bad_arguments",
         re.compile(r"(?:vllm serve|vllm|api_server\.py): error: (?P<detail>.+)"),
         "vLLM rejected its arguments ({detail}). Fix: check vllm_server_models[].extra_args and overrides "

@@ -16,9 +16,11 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.model_features import (
     model_features,
 )
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.platform import (
+    problems as platform_problems,
+)
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep import (
     awake_check,
-    platform_problem,
     sleep_launch,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
@@ -159,25 +161,36 @@ CUDA_IMAGE = {
     "RepoTags": ["vllm/vllm-openai:v0.32.0"],
     "Config": {"Labels": {}, "Env": ["CUDA_VERSION=12.9.1", "NVIDIA_VISIBLE_DEVICES=all"]},
 }
+NATIVE = {"size_gib": 1, "backend": "native", "args": ["--kv-offloading-backend", "native"]}
 
 
 @pytest.mark.parametrize("ref", ["vllm-fleet/vllm-cpu:0.32.0", "sha256:0f8ea2a49bdd"])
-def test_sleep_is_refused_in_vllms_words_for_a_cpu_build(ref: str) -> None:
-    problem = platform_problem([CUDA_IMAGE, CPU_IMAGE], ref, "vllm_server_models[tiny].sleep")
-    assert problem is not None
-    assert problem.startswith(
+def test_a_cpu_build_is_refused_sleep_and_the_native_tier_in_vllms_words(ref: str) -> None:
+    spec = {"name": "tiny", "image": ref, "sleep_level": 1, "kv_offload": NATIVE}
+    sleep_line, offload_line = platform_problems([CUDA_IMAGE, CPU_IMAGE], spec)
+    assert sleep_line.startswith(
         "vllm_server_models[tiny].sleep: Sleep mode is not supported on current platform."
     )
-    assert "sleep: false" in problem
+    assert offload_line.startswith(
+        "vllm_server_models[tiny].kv_offload: CPU Offloading is currently only supported on CUDA-alike"
+    )
+    assert "sleep: false" in sleep_line and "kv_offload: false" in offload_line
 
 
 @pytest.mark.parametrize(
-    ("images", "ref"),
+    ("images", "spec"),
     [
-        ([CUDA_IMAGE, CPU_IMAGE], "vllm/vllm-openai:v0.32.0"),  # a CUDA image
-        ([CUDA_IMAGE], "vllm-fleet/vllm-cpu:0.32.0"),  # not on the host yet: vLLM judges it at start
-        ([], "vllm/vllm-openai:v0.32.0"),
+        # a CUDA image
+        (
+            [CUDA_IMAGE, CPU_IMAGE],
+            {"image": "vllm/vllm-openai:v0.32.0", "sleep_level": 2, "kv_offload": NATIVE},
+        ),
+        # not on the host yet: vLLM judges it at start
+        ([CUDA_IMAGE], {"image": "vllm-fleet/vllm-cpu:0.32.0", "sleep_level": 1}),
+        ([], {"image": "vllm/vllm-openai:v0.32.0", "sleep_level": 1}),
+        # a CPU build with neither feature (ngram speculation runs there)
+        ([CPU_IMAGE], {"image": "vllm-fleet/vllm-cpu:0.32.0", "sleep_level": None, "kv_offload": {}}),
     ],
 )
-def test_sleep_is_left_to_vllm_unless_the_image_says_cpu(images: list, ref: str) -> None:
-    assert platform_problem(images, ref, "vllm_server_models[m].sleep") is None
+def test_other_images_and_models_are_left_to_vllm(images: list, spec: dict) -> None:
+    assert platform_problems(images, {"name": "m", **spec}) == []

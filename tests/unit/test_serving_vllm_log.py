@@ -211,9 +211,20 @@ def test_demux_docker_logs(data: bytes, expected: str) -> None:
     assert vllm_log.demux_docker_logs(data) == expected
 
 
-def test_diagnose_failure_of_sleep_mode_in_the_cpu_build() -> None:
-    """The lab's CPU build refusing --enable-sleep-mode (tests/lab/features_cpu.py sleep, the whole log)."""
-    result = vllm_log.diagnose_failure((DATA / "cpu-0.32.0-tiny-sleep-mode.log").read_text())
-    assert result["code"] == "sleep_unsupported"
-    assert "sleep: false" in result["message"]
-    assert "Sleep mode is not supported on current platform." in result["line"]
+@pytest.mark.parametrize(
+    ("log", "code", "setting", "line"),
+    [
+        ("cpu-0.32.0-tiny-sleep-mode.log", "sleep_unsupported", "sleep: false",
+         "Sleep mode is not supported on current platform."),
+        ("cpu-0.32.0-tiny-kv-offload.log", "kv_offload_unsupported", "kv_offload: false",
+         "CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"),
+    ],
+)  # fmt: skip
+def test_diagnose_failure_of_a_feature_the_cpu_build_refuses(
+    log: str, code: str, setting: str, line: str
+) -> None:
+    """The lab's CPU build refusing a feature the role rendered (tests/lab/features_cpu.py, the whole log)."""
+    result = vllm_log.diagnose_failure((DATA / log).read_text())
+    assert result["code"] == code
+    assert setting in result["message"]
+    assert line in result["line"]

@@ -9,8 +9,6 @@ Exports:
       ServingError when it does not fit
   check_setting(value, var) -> str | None
       what is wrong with one ``sleep`` value (validate), None when fine
-  platform_problem(images, image, var) -> str | None
-      vLLM's refusal when the image says it is a CPU build, None when it may sleep (or cannot be told)
 
 vLLM, per release: ``--enable-sleep-mode`` (vllm/engine/arg_utils.py; CUDA and ROCm only) since 0.7, so every
 release the fleet deploys (0.8+). ``POST /sleep?level=N``, ``POST /wake_up`` and ``GET /is_sleeping`` are
@@ -29,11 +27,7 @@ from typing import Any
 from .deploy import ServingError
 
 LEVELS = (1, 2)
-# vLLM's own words (vllm/config/model.py, ModelConfig; Platform.is_sleep_mode_available: CUDA, ROCm and, in
-# 0.32.0, XPU); the lab's CPU build of 0.32.0 stops with them at start (tests/lab/features_cpu.py sleep).
-UNSUPPORTED = "Sleep mode is not supported on current platform."
-# the lab image's label (tests/images/vllm-cpu/Dockerfile): a build of vLLM without CUDA
-CUDA_LABEL = "io.vllm-fleet.cuda-version"
+
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 GIB = 1024**3
 
@@ -44,23 +38,6 @@ def check_setting(value: Any, var: str) -> str | None:
     if isinstance(value, bool) or value not in LEVELS:
         return f"{var} must be 1 (weights to CPU RAM) or 2 (weights dropped) or false, got {value!r}"
     return None
-
-
-def platform_problem(images: Sequence[Mapping[str, Any]] | None, image: str, var: str) -> str | None:
-    """Whether vLLM in ``image`` would refuse ``--enable-sleep-mode`` (``images``: docker_image_info's).
-
-    Only an image that says it has no CUDA (the label ``io.vllm-fleet.cuda-version: none``) is refused here;
-    one not on the host yet, or that says nothing, is left to vLLM, whose refusal at start the role's
-    diagnosis names (vllm_log).
-    """
-    info = next((i for i in images or [] if image in (i.get("RepoTags") or []) or image == i.get("Id")), None)
-    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
-    if str(labels.get(CUDA_LABEL, "")).lower() != "none":
-        return None
-    return (
-        f"{var}: {UNSUPPORTED} (vLLM's sleep mode needs a CUDA or ROCm GPU; {image} is a CPU build, "
-        f"{CUDA_LABEL}=none): set sleep: false for this model or serve it from a CUDA image of vLLM"
-    )
 
 
 def sleep_launch(level: Any, vllm_version: str, var: str) -> dict[str, Any]:
