@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Every flag and metric vllm-fleet uses, checked against the vLLM release in an image.
 
-Reads the release itself (`vllm serve --help=all`, `vllm bench serve --help=all`, the metric names in its
-installed source) from a container of IMAGE, then checks the serving role's flags, the bench role's flags
-and the metrics the alert rules, the dashboard and the rollout gates read. Exit 1 names each drift.
+Reads the release itself (`vllm serve --help=all`, `vllm bench serve --help=all`, `vllm --help`, the metric
+names in its installed source and the environment variables of vllm/envs.py) from a container of IMAGE, then
+checks the serving role's flags, the bench role's flags, the metrics the alert rules, the dashboard and the
+rollout gates read, and the `vllm download-kernels` gate and cache variables of the start caches. Exit 1 names
+each drift.
 Usage: tests/release/check.py IMAGE [--capture DIR]   (--capture keeps what was read, for the unit tests)
 """
 
@@ -38,6 +40,12 @@ names = set()
 for f in root.rglob("*.py"):
     names.update(re.findall(r"[\\"'](vllm:[a-z0-9_]+)[\\"']", f.read_text(errors="replace")))
 print("\\n".join(f'"{n}"' for n in sorted(names)))
+"""
+
+# Prints the name of every environment variable the release reads (vllm/envs.py), one a line.
+ENVS_SCRIPT = """
+import vllm.envs
+print("\\n".join(sorted(vllm.envs.environment_variables)))
 """
 
 
@@ -88,10 +96,24 @@ def expressions(path: str, text: str) -> str:
     return text
 
 
-def check(version: str, serve_help: str, bench_help: str, metrics_source: str) -> list[str]:
-    """Every drift of this checkout against one release's help texts and metric names."""
+def check(
+    version: str,
+    serve_help: str,
+    bench_help: str,
+    metrics_source: str,
+    vllm_help: str | None = None,
+    env_names: str | None = None,
+) -> list[str]:
+    """Every drift of this checkout against one release's help texts, metric names and, given ``vllm --help``
+    and the names of its environment variables (one a line), its subcommands and cache variables."""
     bench_tasks = (ROOT / BENCH_TASKS).read_text()
+    caches = (
+        release_drift.cache_drift(vllm_help, env_names.split(), version)
+        if vllm_help is not None and env_names is not None
+        else []
+    )
     return [
+        *caches,
         *release_drift.flag_drift(
             release_drift.emitted_serve_flags(), release_drift.help_flags(serve_help), version, "vllm serve"
         ),
@@ -116,6 +138,8 @@ def main() -> int:
     parser.add_argument("--capture", type=Path, help="keep what was read from the release in this folder")
     args = parser.parse_args()
     vllm = "vllm"
+    vllm_help = _in_image(args.image, vllm, "--help")
+    env_names = _in_image(args.image, "python3", "-", stdin=ENVS_SCRIPT)
     serve_help = _in_image(args.image, vllm, "serve", "--help=all")
     bench_help = _in_image(args.image, vllm, "bench", "serve", "--help=all")
     printed = _in_image(args.image, "python3", "-", stdin=METRICS_SCRIPT)
@@ -127,9 +151,11 @@ def main() -> int:
             ("bench-serve-help.txt", bench_help),
             ("metrics.txt", metrics_source),
             ("VERSION", version + "\n"),
+            ("vllm-help.txt", vllm_help),
+            ("envs.txt", env_names),
         ):
             (args.capture / name).write_text(text)
-    problems = check(version, serve_help, bench_help, metrics_source)
+    problems = check(version, serve_help, bench_help, metrics_source, vllm_help, env_names)
     for problem in problems:
         print(problem)
     flags, metrics = (

@@ -17,6 +17,8 @@ CAPTURE = Path(__file__).resolve().parents[1] / "data" / "vllm-release" / "0.32.
 SERVE = (CAPTURE / "serve-help.txt").read_text()
 BENCH = (CAPTURE / "bench-serve-help.txt").read_text()
 METRICS = (CAPTURE / "metrics.txt").read_text()
+VLLM_HELP = (CAPTURE / "vllm-help.txt").read_text()
+ENVS = (CAPTURE / "envs.txt").read_text()
 
 
 def _without(text: str, needle: str) -> str:
@@ -25,7 +27,7 @@ def _without(text: str, needle: str) -> str:
 
 def test_this_checkout_has_no_drift_against_the_lab_release() -> None:
     assert (CAPTURE / "VERSION").read_text().strip() == "0.32.0"
-    assert check.check("0.32.0", SERVE, BENCH, METRICS) == []
+    assert check.check("0.32.0", SERVE, BENCH, METRICS, VLLM_HELP, ENVS) == []
 
 
 def test_help_flags_reads_aliases_and_negations() -> None:
@@ -135,3 +137,36 @@ def test_a_help_without_parser_choices_offers_none() -> None:
 def test_a_guarded_alias_the_role_never_renders_is_not_drift() -> None:
     assert "-sc" not in release_drift.emitted_serve_flags()
     assert "--speculative-config" in release_drift.emitted_serve_flags()
+
+
+# --- the start caches (#26): `vllm download-kernels` and the cache variables ---------------------------
+
+
+def test_the_lab_release_offers_download_kernels_and_reads_vllm_cache_root() -> None:
+    assert {"serve", "bench", "download-kernels"} <= release_drift.subcommands(VLLM_HELP)
+    assert "VLLM_CACHE_ROOT" in ENVS.split()
+    assert release_drift.cache_drift(VLLM_HELP, ENVS.split(), "0.32.0") == []
+
+
+def test_a_release_without_download_kernels_that_the_gate_covers_is_drift() -> None:
+    help_text = VLLM_HELP.replace(",download-kernels", "").replace("download-kernels,", "")
+    assert "download-kernels" not in release_drift.subcommands(help_text)
+    problems = check.check("0.32.0", SERVE, BENCH, METRICS, help_text, ENVS)
+    assert problems == [
+        "vLLM 0.32.0 has no `vllm download-kernels` (vllm_server runs it when an image arrives, from 0.32.0: "
+        "fleet_serving/start_cache.DOWNLOAD_KERNELS_SINCE): the release renamed or removed it"
+    ]
+
+
+def test_a_release_before_the_gate_that_has_download_kernels_asks_to_lower_it() -> None:
+    problems = release_drift.cache_drift(VLLM_HELP, ENVS.split(), "0.31.0")
+    assert problems == [
+        "vLLM 0.31.0 has `vllm download-kernels` but "
+        "fleet_serving/start_cache.DOWNLOAD_KERNELS_SINCE is 0.32.0: lower it to this release"
+    ]
+
+
+def test_a_cache_variable_the_release_does_not_read_is_named() -> None:
+    names = [n for n in ENVS.split() if n != "VLLM_CACHE_ROOT"]
+    problems = release_drift.cache_drift(VLLM_HELP, names, "0.32.0")
+    assert len(problems) == 1 and problems[0].startswith("vLLM 0.32.0 does not read VLLM_CACHE_ROOT")

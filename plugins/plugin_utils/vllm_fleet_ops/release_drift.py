@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from ..fleet_serving import model_features
+from ..fleet_serving import model_features, start_cache
 from ..fleet_serving.deploy import FEATURE_FLAGS, ROLE_FLAGS
 from ..vllm_planner.options import OPTIONS
 
@@ -107,3 +107,37 @@ def metric_drift(sources: Mapping[str, str], known: Iterable[str], version: str)
 def parser_drift(serve_help: str, version: str) -> list[str]:
     """One line per tool-call parser model_features claims for ``version`` that its help does not offer."""
     return model_features.parser_table_drift(serve_help, version)
+
+
+def subcommands(text: str) -> frozenset[str]:
+    """The subcommands ``vllm --help`` offers (its ``{serve,bench,...}`` choices)."""
+    match = re.search(r"\{([a-z0-9_,-]+)\}", text)
+    return frozenset(match.group(1).split(",")) if match else frozenset()
+
+
+def cache_drift(vllm_help: str, env_names: Iterable[str], version: str) -> list[str]:
+    """One line per disagreement between start_cache and the release: ``vllm download-kernels`` gated on but
+    missing (the role would run a command the release lacks) or present but gated off (the gate is too late),
+    and each ``VLLM_`` cache variable the role sets that the release does not read."""
+    have = "download-kernels" in subcommands(vllm_help)
+    gated = start_cache.has_download_kernels(version)
+    since = ".".join(map(str, start_cache.DOWNLOAD_KERNELS_SINCE))
+    problems = []
+    if gated and not have:
+        problems.append(
+            f"vLLM {version} has no `vllm download-kernels` (vllm_server runs it when an image arrives, from "
+            f"{since}: fleet_serving/start_cache.DOWNLOAD_KERNELS_SINCE): the release renamed or removed it"
+        )
+    elif have and not gated:
+        problems.append(
+            f"vLLM {version} has `vllm download-kernels` but "
+            f"fleet_serving/start_cache.DOWNLOAD_KERNELS_SINCE is {since}: lower it to this release"
+        )
+    known = frozenset(env_names)
+    problems += [
+        f"vLLM {version} does not read {name} (vllm_server points a cache there: fleet_serving/start_cache):"
+        " the release renamed or removed it"
+        for name in sorted(start_cache.cache_env())
+        if name.startswith("VLLM_") and name not in known
+    ]
+    return problems
