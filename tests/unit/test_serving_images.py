@@ -126,3 +126,36 @@ def test_an_own_image_naming_no_release_needs_a_version():
         images.image_version({"name": "m", "image": "local/vllm:canary"}, *GROUP)
     with pytest.raises(ServingError, match="vllm_server_vllm_version is empty"):
         images.image_version({}, "local/vllm:canary", "")
+
+
+def test_validate_refuses_a_models_image_and_version_that_serve_would_refuse_or_misplan():
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inventory_check as ic
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check.cross import HostView
+
+    cat = ic.load_catalogue()
+    models = [
+        {"name": "ok", "path": "/m/ok", "port": 8001, "image": "vllm/vllm-openai:v0.11.0"},
+        {
+            "name": "pinned",
+            "path": "/m/p",
+            "port": 8002,
+            "image": "local/vllm:canary",
+            "overrides": {"vllm_version": "0.33.1"},
+        },
+        {"name": "untagged", "path": "/m/u", "port": 8003, "image": "local/vllm:canary"},
+        {
+            "name": "other",
+            "path": "/m/o",
+            "port": 8004,
+            "image": "vllm/vllm-openai:v0.11.0",
+            "overrides": {"vllm_version": "0.12.0"},
+        },
+    ]
+    found = ic.cross.check_image_version(HostView("h", {"vllm_server_models": models}, cat))
+    assert [p.variable for p in found] == [
+        "vllm_server_models[untagged].image",
+        "vllm_server_models[other].overrides.vllm_version",
+    ]
+    assert "tagged 0.11.0" in found[1].what and 'overrides.vllm_version: "0.11.0"' in found[1].fix
+    # what validate accepts, serve plans and flags alike
+    assert [images.image_version(m, *GROUP)["vllm_version"] for m in models[:2]] == ["0.11.0", "0.33.1"]

@@ -495,11 +495,12 @@ def check_image_version(view: HostView) -> list[Problem]:
     version = view.get("vllm_server_vllm_version")
     if isinstance(version, Unresolved) and not view.has("vllm_server_vllm_version"):
         version = view.get("vllm_fleet_vllm_version")
+    problems = check_model_images(view)
     if not isinstance(image, str) or not isinstance(version, str):
-        return []
+        return problems
     tagged = tag_version(image)
     if tagged is None or tagged == version.strip().lstrip("v"):
-        return []
+        return problems
     return [
         Problem(
             "vllm_server_vllm_version",
@@ -508,8 +509,47 @@ def check_image_version(view: HostView) -> list[Problem]:
             f'set vllm_server_vllm_version: "{tagged}" beside vllm_server_image in this GPU group\'s '
             f"group_vars (or an image of vLLM {version})",
             view.host,
-        )
+        ),
+        *problems,
     ]
+
+
+def check_model_images(view: HostView) -> list[Problem]:
+    """A model with its own image is planned, flagged and recorded for the release in that image
+    (fleet_serving/images.py): its tag, else its overrides.vllm_version, which must then agree."""
+    problems: list[Problem] = []
+    for index, entry in enumerate(_entries(view.get("vllm_server_models", []))):
+        own = entry.get("image")
+        if not isinstance(own, str) or not own.strip():
+            continue
+        where = f"vllm_server_models[{entry.get('name', index)}]"
+        overrides = entry.get("overrides")
+        declared = overrides.get("vllm_version") if isinstance(overrides, Mapping) else None
+        tagged = tag_version(own)
+        if declared in (None, "") and tagged is None:
+            problems.append(
+                Problem(
+                    f"{where}.image",
+                    f"{own!r} names no vLLM release in its tag, and the model sets no "
+                    "overrides.vllm_version: its plan and flags would be made for a vLLM it may not run "
+                    "(serve refuses it)",
+                    f"set {where}.overrides.vllm_version to the release in that image",
+                    view.host,
+                )
+            )
+        elif (
+            declared not in (None, "") and tagged is not None and tagged != str(declared).strip().lstrip("v")
+        ):
+            problems.append(
+                Problem(
+                    f"{where}.overrides.vllm_version",
+                    f"{declared!r}, but the model's image {own} is tagged {tagged}: the planner would size "
+                    "memory and choose flags for a vLLM the container does not run",
+                    f'set {where}.overrides.vllm_version: "{tagged}" (or an image of vLLM {declared})',
+                    view.host,
+                )
+            )
+    return problems
 
 
 def check_ports(view: HostView, groups_of_host: Sequence[str]) -> list[Problem]:
