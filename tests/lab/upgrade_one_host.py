@@ -78,6 +78,12 @@ class Load:
             worker.start()
         return self
 
+    def flowing(self, timeout: float = 120) -> None:
+        """Wait until every thread has had an answer: the load runs before the host is touched."""
+        deadline = time.monotonic() + timeout
+        while sum(self.counts.values()) < self.threads and time.monotonic() < deadline:
+            time.sleep(0.2)
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         for worker in self._workers:
@@ -110,20 +116,24 @@ def ready_seconds(host: str) -> dict[str, float]:
 
 def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
     with Load(key) as load:
-        time.sleep(10)  # the load is flowing before the host is touched
+        load.flowing()
         rc, seconds, output = playbook(name, *args)
-        time.sleep(5)
+        time.sleep(2)  # requests sent as the host came back are answered by it too
     counts = load.counts
     line = (
         f"{name}: rc {rc} in {seconds:.0f} s; requests {sum(counts.values())}, ok {counts['ok']}, "
         f"failed {counts['failed']}, truncated {counts['truncated']}"
     )
     good = rc == 0 and counts["failed"] == 0 and counts["truncated"] == 0 and counts["ok"] > 0
+    log = Path(tempfile.gettempdir()) / f"vllm-fleet-lab-{name}.log"
+    log.write_text(output)
+    # the rollout's own report: each host's gate verdict, the peers it was compared with, the samples
+    gate = re.search(r"report \| Show each host's gate.*?\n(.*?)\n(?:TASK|PLAY) ", output, flags=re.S)
+    if gate:
+        line += "\n  gate: " + " ".join(gate.group(1).split())[:1500]
     if not good:
-        log = Path(tempfile.gettempdir()) / f"vllm-fleet-lab-{name}.log"
-        log.write_text(output)
-        said = re.findall(r'"msg": "(.*)"|^(?:fatal|failed):.*$', output, flags=re.M)[-6:]
-        line += "\n  " + "\n  ".join(load.errors[:5] + [m for m in said if m]) + f"\n  whole output: {log}"
+        said = re.findall(r'^\s*"?msg"?: (.*)$|^((?:fatal|failed):.*)$', output, flags=re.M)[-6:]
+        line += "\n  " + "\n  ".join(load.errors[:5] + [m or f for m, f in said]) + f"\n  whole output: {log}"
     return good, line
 
 
