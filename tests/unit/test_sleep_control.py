@@ -9,6 +9,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     controller_config,
     idle,
     make_room,
+    over_budget,
 )
 
 GIB = 1 << 30
@@ -55,6 +56,13 @@ def test_a_model_bigger_than_the_budget_wakes_alone():
 def test_unknown_model():
     with pytest.raises(KeyError):
         make_room([Model("a", GIB, True)], "nope", GIB)
+
+
+def test_over_budget_at_start_sleeps_all_but_what_fits():
+    models = [Model("a", GIB, True, 0, 2.0), Model("b", GIB, True, 0, 1.0), Model("c", GIB, True, 1, 0.0)]
+    assert over_budget(models, GIB) == ["b", "a"]  # c serves a request: it stays
+    assert over_budget(models, 3 * GIB) == []
+    assert over_budget([Model("a", GIB, False)], 0) == []
 
 
 def test_idle():

@@ -5,6 +5,9 @@ Exports:
   make_room(models, wake, budget) -> Room
       the least recently used awake models to sleep so that ``wake`` fits ``budget`` bytes awake; never a
       model with requests in flight (``fits`` is False while only such models could make room)
+  over_budget(models, budget) -> list[str]
+      the awake models to sleep, least recently used first, until the awake set fits ``budget`` (vLLMs start
+      awake, and a restarted one comes back awake)
   idle(models, now, idle_seconds) -> list[str]
       the awake models without requests for ``idle_seconds``
   controller_config(models, budget, idle_seconds, ...) -> dict
@@ -64,6 +67,20 @@ def make_room(models: Sequence[Model], wake: str, budget: int) -> Room:
         need -= m.bytes
     fits = need <= budget or not [m for m in others if m.name not in chosen]
     return Room(sleep=tuple(chosen) if fits else (), fits=fits, awake_bytes=need)
+
+
+def over_budget(models: Sequence[Model], budget: int) -> list[str]:
+    """The awake models without requests in flight to sleep, least recently used first, until the awake set
+    fits ``budget`` (or only busy ones are left)."""
+    need = sum(m.bytes for m in models if m.awake)
+    chosen = []
+    for m in sorted((m for m in models if m.awake), key=lambda m: (m.last_used, m.name)):
+        if need <= budget:
+            break
+        if not m.in_flight:
+            chosen.append(m.name)
+            need -= m.bytes
+    return chosen
 
 
 def idle(models: Sequence[Model], now: float, idle_seconds: float) -> list[str]:
