@@ -19,10 +19,9 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+import labkit  # this folder: the script's own path
 import openai
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import (
     deploy,
@@ -48,22 +47,11 @@ QUOTE = re.compile(r"SpecDecoding metrics|Error|error:|not supported|OffloadingC
                    r"sleep|Sleep|wake|prefix cache hit rate", re.I)  # fmt: skip
 
 
-def sh(*args: str, check: bool = True) -> str:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if check and done.returncode:
-        raise SystemExit(f"{' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
+sh = labkit.sh
 
 
 def http(method: str, url: str, timeout: float = 120) -> tuple[int, str]:
-    req = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {KEY}"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()[:300]
-    except OSError as exc:
-        return 0, str(exc)
+    return labkit.http(method, url, KEY, timeout=timeout)
 
 
 def image_file(image: str, path: str) -> str:

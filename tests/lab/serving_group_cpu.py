@@ -10,7 +10,6 @@ what rank 0 does (health and a completion). Removes its containers and network a
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -19,29 +18,15 @@ import urllib.request
 from pathlib import Path
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, groups
+from labkit import http, sh  # this folder: the script's own path
 
 NET = "vf-serving-group"
 NAMES = ("vf-sg-rank0", "vf-sg-rank1")
 KEY = "serving-group-lab-key-0123456789"
 
 
-def sh(*args: str, check: bool = True) -> str:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if check and done.returncode:
-        raise SystemExit(f"{' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def post(url: str, body: dict, timeout: float = 60) -> tuple[int, str]:
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()[:300]
-    except OSError as exc:
-        return 0, str(exc)
+    return http("POST", url, KEY, body, timeout)
 
 
 def get(url: str, timeout: float = 5) -> int:
