@@ -419,3 +419,16 @@ def test_follow_refs_points_at_the_resolved_revision():
     )
     bad = [{"item": entry, "content": base64.b64encode(b"../../etc").decode()}]
     assert pr.follow_refs([entry], bad)[0]["read_dir"] == "/data/models/org/a/main"
+
+
+def test_weights_root_follows_the_fleet_models_root_when_the_host_sets_no_model_weights_root():
+    """plan.yml reads the weights where model_weights writes them: the fleet-wide vllm_fleet_models_root
+    (inventory) when no host sets model_weights_root, not a copy of the default."""
+    hostvars = {"l1": {"vllm_fleet_models_root": "/data/fleet-models"}}
+    (entry,) = pr.normalize_entries(
+        [{"name": "a", "group": "lab", "repo_id": "org/a", "revision": "abc"}],
+        {"lab": ["l1"]},
+        hostvars,
+        {"config_dir": "/inv", "vllm_version": "0.32.0"},
+    )
+    assert entry["read_dir"] == "/data/fleet-models/org/a/abc"

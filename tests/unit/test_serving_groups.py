@@ -475,3 +475,20 @@ def test_deepseek_v3_members_get_their_exact_arguments() -> None:
     assert command[:7] == ["/models/deepseek-v3", "--served-model-name", "deepseek-v3", "--host", "10.0.0.1",
                            "--port", "8000"]  # fmt: skip
     assert (lead["role"], follow["role"]) == ("leader", "follower")
+
+
+@pytest.mark.parametrize(
+    ("hvars", "backend"),
+    [
+        ({}, "mp"),  # vllm_server_vllm_version's default: the fleet's release
+        ({"vllm_fleet_vllm_version": "0.11.2"}, "ray"),
+        ({"vllm_fleet_vllm_version": "0.34.0", "vllm_server_vllm_version": "0.11.2"}, "ray"),
+    ],
+)
+def test_group_of_host_launches_with_the_version_the_host_runs(hvars: dict, backend: str) -> None:
+    spec = {
+        "vllm_fleet_serving_groups": ["pair"],
+        "groups": {"pair": ["n1", "n2"], "gpu_nodes": ["n1", "n2"]},
+    }
+    found = groups.group_of_host({**spec, **hvars}, "n2")
+    assert (found["rank"], found["rank0"], found["backend"]) == (1, "n1", backend)

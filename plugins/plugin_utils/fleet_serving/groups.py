@@ -372,7 +372,10 @@ def group_of_host(hvars: Mapping[str, Any], host: str) -> dict[str, Any]:
     if found is None:
         return {}
     group, rank = found
-    version = hvars.get("vllm_server_vllm_version") or hvars.get("vllm_fleet_vllm_version")
+    # here, not at the top: inventory_check imports this module
+    from ..inventory_check.values import role_value
+
+    version = role_value(hvars, "vllm_server_vllm_version")  # the host's, else the fleet's default
     backend = launcher(group.backend, str(version) if version else None)
     return {
         "name": group.name,

@@ -17,6 +17,7 @@ from typing import Any
 from ..fleet_serving import lora
 from ..fleet_serving.deploy import ServingError
 from ..fleet_serving.model_features import model_features
+from ..inventory_check.values import role_value
 from ..vllm_planner.options import GPU_FLAGS, cli_arguments, merge_plan_options
 from ..vllm_planner.versions import DEFAULT_VLLM_VERSION
 from .textable import render_table
@@ -606,8 +607,9 @@ def normalize_entries(
 
 
 def _weights_root(hostvars: Mapping[str, Any]) -> str:
-    """Where a host keeps the model_weights layout (models and adapters)."""
-    return str(hostvars.get("model_weights_root") or "/srv/models")
+    """Where a host keeps the model_weights layout (models and adapters): its model_weights_root, else
+    that role's default (the fleet's vllm_fleet_models_root as the host has it)."""
+    return str(role_value(hostvars, "model_weights_root"))
 
 
 def _serving_group_names(spec: Any) -> set[str]:
