@@ -24,6 +24,7 @@ vllm_serving_lora_changes(models_body, model, declared)  the adapters to load an
 vllm_serving_model_features(config, tokenizer_config, settings, vllm_version, name)  task, parsers, flags
 vllm_serving_kv_offload(models, memtotal_mb, vllm_version, weights, tp)  per model its KV tier in host RAM
 vllm_serving_platform_problems(images, spec)  what a CPU build of vLLM refuses of a model (sleep, KV tier)
+vllm_serving_sleep_host(models, plans, settings)  the sleep controller in front of the models that may sleep
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it
 gateway_affinity_routes(routes, default, models) the routes that pin a session key to a replica
 gateway_replicas_left(models_by_host, drained, host, minimum)  models a drain would leave short
@@ -47,6 +48,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     mig,
     model_features,
     platform,
+    sleep_host,
 )
 
 
@@ -77,6 +79,7 @@ class FilterModule:
             "vllm_serving_model_features": model_features.model_features,
             "vllm_serving_kv_offload": kv_offload.kv_offload,
             "vllm_serving_platform_problems": platform.problems,
+            "vllm_serving_sleep_host": sleep_host.sleep_host,
             "gateway_routes": gateway.routes,
             "gateway_affinity_routes": gateway.affinity_routes,
             "gateway_replicas_left": gateway.replicas_left,

@@ -234,6 +234,9 @@ def assign_gpu_sets(requests: Iterable[Mapping[str, Any]], gpu_count: int) -> di
     first free contiguous block, else any free GPUs.
     """
     requests = list(requests)
+    sleepers = [r for r in requests if r.get("sleep") not in (None, False)]
+    if len(sleepers) > 1:
+        return _share_sleepers(requests, sleepers, gpu_count)
     taken: dict[int, str] = {}
     result: dict[str, list[int]] = {}
     for req in requests:
@@ -275,6 +278,38 @@ def assign_gpu_sets(requests: Iterable[Mapping[str, Any]], gpu_count: int) -> di
             taken[index] = name
         result[name] = chosen
     return result
+
+
+def _share_sleepers(
+    requests: list[Mapping[str, Any]], sleepers: list[Mapping[str, Any]], gpu_count: int
+) -> dict[str, list[int]]:
+    """The models that may sleep (``sleep`` set) share one GPU set: the one a sleeper names in ``gpus``
+    (every sleeper that names one names the same), else the block one of them would get. One set per host,
+    because the host's sleep controller keeps one budget of awake bytes (sleep_plan.sleep_budget)."""
+    names = [str(r["name"]) for r in sleepers]
+    counts = {int(r.get("count") or len(r.get("gpus") or []) or 1) for r in sleepers}
+    if len(counts) > 1:
+        raise ServingError(
+            f"the models that may sleep on a host share one set of GPUs, but {', '.join(names)} need "
+            f"different numbers of GPUs ({sorted(counts)}): give them the same tensor_parallel_size x "
+            "pipeline_parallel_size in their overrides, or serve some of them on another host"
+        )
+    named = {tuple(int(i) for i in r["gpus"]) for r in sleepers if r.get("gpus") not in (None, [], "")}
+    if len(named) > 1:
+        raise ServingError(
+            "the models that may sleep on a host share one set of GPUs, but their vllm_server_models[].gpus "
+            f"differ ({', '.join(str(list(g)) for g in sorted(named))}): list the same GPUs for "
+            f"{', '.join(names)}"
+        )
+    first = next(i for i, r in enumerate(requests) if r.get("sleep") not in (None, False))
+    shared = {"name": names[0], "count": counts.pop(), "gpus": list(named.pop()) if named else None}
+    merged = [r for i, r in enumerate(requests) if i == first or r.get("sleep") in (None, False)]
+    merged[merged.index(requests[first])] = shared
+    result = assign_gpu_sets(merged, gpu_count)
+    return {
+        str(r["name"]): list(result[names[0] if r.get("sleep") not in (None, False) else str(r["name"])])
+        for r in requests
+    }
 
 
 def _pick_block(free: list[int], need: int, gpu_count: int) -> list[int] | None:

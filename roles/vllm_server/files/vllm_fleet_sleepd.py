@@ -12,7 +12,8 @@ The gateway sends each sleep-enabled model's requests here, to the model's own p
 recently used idle models to sleep when the awake set would exceed the budget) and is held, with any other
 requests for it, until vLLM says it is awake; then it is forwarded, streamed chunk by chunk. Models idle
 for idle_seconds go to sleep. Only /v1/ paths are forwarded: clients never reach /sleep or /wake_up.
-GET /metrics (Prometheus) and GET /health are the controller's own.
+GET /metrics (Prometheus) and GET /health on the shared port are the controller's own; on a model's port
+they (and /version, /load, /ping) are its vLLM's, forwarded without waking it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ AWAKE = Gauge("vllm_fleet_sleep_awake", "1 when the model is awake", ["model"])
 IN_FLIGHT = Gauge("vllm_fleet_sleep_in_flight", "Requests forwarded or held for the model", ["model"])
 AWAKE_BYTES = Gauge("vllm_fleet_sleep_awake_bytes", "GPU bytes of the awake models, as planned")
 BUDGET = Gauge("vllm_fleet_sleep_budget_bytes", "GPU bytes the plan allows awake at once")
+
+# read-only vLLM paths a model's own port forwards (GET never wakes a model)
+PASS_GET = {"/metrics", "/health", "/version", "/load", "/ping"}
 
 # hop-by-hop headers (RFC 9110 7.6.1) and those aiohttp sets itself
 HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -186,13 +190,18 @@ class Controller:
         self._gauges()
 
     # --- the proxy --------------------------------------------------------------------------------
-    async def forward(self, request: web.Request, model: Served, body: bytes) -> web.StreamResponse:
+    async def forward(
+        self, request: web.Request, model: Served, body: bytes, use: bool = True
+    ) -> web.StreamResponse:
+        """``use``: a client's request (counted in flight, keeps the model from idling); a scrape of its
+        metrics or health is not."""
         assert self.session is not None
-        model.in_flight += 1
-        model.last_used = time.monotonic()
-        self._gauges()
+        if use:
+            model.in_flight += 1
+            model.last_used = time.monotonic()
+            self._gauges()
         try:
-            if request.method == "POST":  # inference; GETs (/v1/models) are answered asleep too
+            if use and request.method == "POST":  # inference; GETs (/v1/models) are answered asleep too
                 await self.ensure_awake(model)
             headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP}
             async with self.session.request(
@@ -216,17 +225,22 @@ class Controller:
         except aiohttp.ClientError as exc:
             raise web.HTTPBadGateway(text=f"{model.name}: {exc}") from None
         finally:
-            model.in_flight -= 1
-            model.last_used = time.monotonic()
-            self._gauges()
-            async with self.freed:
-                self.freed.notify_all()
+            if use:
+                model.in_flight -= 1
+                model.last_used = time.monotonic()
+                self._gauges()
+                async with self.freed:
+                    self.freed.notify_all()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        model = request.app.get("model")
+        if model is not None and request.method == "GET" and request.path in PASS_GET:
+            # the model's own port answers like its vLLM (asleep too, never waking it): Prometheus, the
+            # rollout's drain and readiness read vLLM's metrics and health at the model's address
+            return await self.forward(request, model, b"", use=False)
         if not request.path.startswith("/v1/"):
             raise web.HTTPNotFound()
         body = await request.read()
-        model = request.app.get("model")
         if model is None:
             try:
                 name = json.loads(body or b"{}").get("model")
@@ -251,8 +265,9 @@ def app_for(controller: Controller, model: Served | None) -> web.Application:
     app = web.Application(client_max_size=64 * 1024**2)
     if model is not None:
         app["model"] = model
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
+    else:  # the controller's own, on its shared port (a model's port has its vLLM's)
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/health", health)
     app.router.add_route("*", "/{tail:.*}", controller.handle)
     return app
 
