@@ -13,6 +13,10 @@ clients (default 4) keep sending completions through the gateway:
                did not receive an exit event"); the mount answers a while after the first SIGKILL,
                the restore waits for the exit, removes it and starts the recorded version
   rollback     playbooks/rollback.yml returns every host to version A
+  host-lost    (not in the defaults: --phases host-lost) the canary stops answering once the gateway
+               has it drained (its node container paused: every Ansible connection to it fails); the
+               rollout stops with the host left drained and named, no other host touched; then the
+               bench puts it back with the undrain command the message gives and checks it serves
 
 and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
 duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
@@ -33,6 +37,7 @@ Usage (from the repository root, as root, on the machine's Docker engine):
   benchmarks/upgrade_under_load.py [run] [--clients 4] [--max-tokens 128] [--phases upgrade,never-ready,...]
       [--client openai|http] [--ready-timeout 90] [--hold-after-kill 40]
   benchmarks/upgrade_under_load.py --groups [--phases upgrade,follower-fails,rollback]
+  benchmarks/upgrade_under_load.py --phases host-lost
   benchmarks/upgrade_under_load.py up | down
   benchmarks/upgrade_under_load.py remove-stuck [--hold-after-kill 30]
       vllm_server's remove.yml alone against a container Docker cannot stop (a minute, no fleet)
@@ -74,6 +79,8 @@ REVISION = "5f1c0de2a1b7e6d4c3b2a1908f7e6d5c4b3a2910"
 BACKEND_KEY = "vf-up-bench-backend-0123456789abcdef"  # test-only secrets
 CLIENT_KEY = "vf-up-bench-client-0123456789abcdef"
 GATEWAY_PORT = 8080
+UPSTREAMS = "/etc/nginx/vllm-fleet/upstreams.conf"  # the gateway role's rendered upstreams
+DRAINED_DIR = "/etc/nginx/vllm-fleet/drained"  # its drain marks
 STUCK_NAME = f"{PREFIX}-stuck"
 DEFAULT_PHASES = "upgrade,never-ready,bad-args,wont-stop,rollback"
 STUCK_ROOT = f"/srv/{PREFIX}-stuck"
@@ -485,6 +492,8 @@ class Bench:
             target = line.split()[1]
             if target.startswith(f"/srv/{PREFIX}/"):
                 sh("umount", "-l", target, check=False)
+        for node in self.nodes:  # a node paused by an interrupted host-lost phase
+            sh("docker", "unpause", node, check=False)
         ids = sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
         ids += sh("docker", "ps", "-aq", "--filter", "label=io.vllm-fleet.test=upgrade-bench").split()
         if ids:
@@ -556,8 +565,11 @@ class Bench:
             if name == "wont-stop"
             else None
         )
+        lost = HostLost(self.nodes[0]) if name == "host-lost" else None
         if stuck:
             stuck.start()
+        if lost:
+            lost.start()
         load.start()
         time.sleep(5)  # the load is flowing before the playbook starts
         args = ["-e", json.dumps(extra)] if extra else []
@@ -566,11 +578,82 @@ class Bench:
         finally:
             if stuck:
                 stuck.stop()
+            if lost:
+                lost.stop()  # the host answers again: the bench can read it and clean up
         time.sleep(5)
         stats = load.stop()
-        return {"name": name, "rc": rc, "seconds": seconds, "load": stats, "before": before,
-                "after": self.state(), "output": output, "stuck": stuck,
-                "kinds": dict(getattr(load, "kinds", {}))}  # fmt: skip
+        result = {"name": name, "rc": rc, "seconds": seconds, "load": stats, "before": before,
+                  "after": self.state(), "output": output, "stuck": stuck, "lost": lost,
+                  "kinds": dict(getattr(load, "kinds", {}))}  # fmt: skip
+        if lost:
+            lost.drained_after = drained(lost.node)
+            # back in service the way the failure message says: its drain mark off, the gateways rendered
+            rc_mark, _, _ = self.adhoc(
+                "gateways", "-m", "ansible.builtin.file", "-a", f"path={DRAINED_DIR}/{lost.node} state=absent"
+            )
+            rc_gw, _, _ = self.playbook(f"{name} undrain", "playbooks/gateway.yml")
+            lost.undrained = rc_mark == 0 and rc_gw == 0 and not drained(lost.node)
+            self.wait_serving()
+        return result
+
+    def adhoc(self, pattern: str, *args: str) -> tuple[int, float, str]:
+        start = time.monotonic()
+        run = subprocess.run(["ansible", "-i", str(self.inventory), pattern, *args], cwd=REPO, env=self.env,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        return run.returncode, time.monotonic() - start, run.stdout + run.stderr
+
+
+def drained(node: str, mark: bool = True) -> bool:
+    """The gateway's upstreams mark ``node``'s server lines down (the drain applied) and it has its mark."""
+    lines = [
+        line
+        for line in sh("docker", "exec", GATEWAY, "cat", UPSTREAMS, check=False).splitlines()
+        if line.rstrip().endswith(f"# host={node}")
+    ]
+    if not (lines and all(" down;" in line for line in lines)):
+        return False
+    return (
+        not mark
+        or subprocess.run(["docker", "exec", GATEWAY, "test", "-e", f"{DRAINED_DIR}/{node}"]).returncode == 0
+    )
+
+
+class HostLost:
+    """The host's network goes once it is drained: as soon as the gateway's upstreams mark it down,
+    its node container is paused. ``docker pause`` is the simplest faithful stand-in for a lost
+    network: every Ansible connection to the node (docker exec) fails as an SSH one would, while
+    the vLLM container beside it keeps its network namespace, so requests already routed finish."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.paused_at: float | None = None
+        self.drained_after = False
+        self.undrained = False
+        self.events: list[str] = []
+        self._t0 = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if (
+            not wait_for(lambda: self._stop.is_set() or drained(self.node, False), 3600, 0.5)
+            or self._stop.is_set()
+        ):
+            return
+        sh("docker", "pause", self.node)
+        self.paused_at = time.monotonic() - self._t0
+        self.events.append(f"+{self.paused_at:.0f} s drained on the gateway: {self.node} paused")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if self.paused_at is not None:
+            sh("docker", "unpause", self.node, check=False)
+            self.events.append(f"+{time.monotonic() - self._t0:.0f} s playbook ended: {self.node} unpaused")
 
 
 class StuckCanary:
@@ -640,7 +723,9 @@ def check_phase(result: dict, image_a: str, image_b: str, canary: list[str] | No
     not_running = [n for n, s in after.items() if not s["running"]]
     if not_running:
         problems.append(f"vLLM not running on {', '.join(not_running)}")
-    if name in ("upgrade", "rollback"):
+    if name == "host-lost":
+        problems += check_host_lost(result)
+    elif name in ("upgrade", "rollback"):
         want = image_b if name == "upgrade" else image_a
         if result["rc"] != 0:
             problems.append(f"the playbook failed (rc {result['rc']})")
@@ -675,6 +760,36 @@ def check_phase(result: dict, image_a: str, image_b: str, canary: list[str] | No
             problems.append("the canary never hung in the kernel (D state) on the stuck mount")
         if not stuck.running_after_kill:
             problems.append("Docker's SIGKILL ended the canary: the container was stoppable after all")
+    return problems
+
+
+def check_host_lost(result: dict) -> list[str]:
+    """host-lost: the rollout stopped at the lost canary, which stayed drained and is named with what
+    to do next; no host was restarted (the canary lost before its change included)."""
+    lost: HostLost = result["lost"]
+    before, after, message = result["before"], result["after"], failure_message(result["output"])
+    problems = []
+    if lost.paused_at is None:
+        problems.append(f"{lost.node} was never seen drained on the gateway (never paused)")
+    if result["rc"] == 0:
+        problems.append("the playbook succeeded with a host lost")
+    for needle in (
+        f"of {lost.node} (",
+        f"{lost.node} stopped answering once drained",
+        "stays drained on every gateway",
+        f"stops here: {len(after) - 1} host(s) not reached",
+        "run playbooks/upgrade.yml again",
+        f"path={DRAINED_DIR}/{lost.node} state=absent",
+    ):
+        if needle not in message:
+            problems.append(f"the failure message lacks {needle!r}")
+    if not lost.drained_after:
+        problems.append(f"{lost.node} is not drained on the gateway after the rollout stopped")
+    if not lost.undrained:
+        problems.append(f"the message's undrain command did not put {lost.node} back in service")
+    for node in after:
+        if after[node]["started"] != before[node]["started"] or after[node]["image"] != before[node]["image"]:
+            problems.append(f"{node} was touched (its container restarted or replaced)")
     return problems
 
 
@@ -805,6 +920,7 @@ def run(args: argparse.Namespace) -> int:
             ),
             "wont-stop": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_stuck, **small}),
             "rollback": ("playbooks/rollback.yml", None),
+            "host-lost": ("playbooks/upgrade.yml", None),  # its image: set when it runs
             # the canary group's follower alone gets an image that never starts
             "follower-fails": (
                 "playbooks/upgrade.yml",
@@ -819,6 +935,10 @@ def run(args: argparse.Namespace) -> int:
             args.phases = "upgrade,follower-fails,rollback"
         for name in args.phases.split(","):
             playbook, extra = phases[name]
+            if name == "host-lost":  # a change to make whatever the fleet runs now (after upgrade: back to A)
+                now = bench.state()[bench.nodes[0]]["image"]
+                extra = {"vllm_server_image": image_a if now == bench.image_b else bench.image_b,
+                         "fleet_rollout_reconnect_timeout": 20}  # fmt: skip
             print(f"--- {name}: {playbook} {json.dumps(extra) if extra else ''}", flush=True)
             result = bench.phase(name, playbook, extra, args.clients, args.max_tokens, args.think)
             result["problems"] = check_phase(
@@ -836,6 +956,9 @@ def run(args: argparse.Namespace) -> int:
                     print(f"    canary: {event}", flush=True)
                 said = "did not receive an exit event" in result["output"]
                 print(f"    Docker said 'did not receive an exit event' in the rollout: {said}", flush=True)
+            if result["lost"] is not None:
+                for event in result["lost"].events:
+                    print(f"    host: {event}", flush=True)
             if name not in ("upgrade", "rollback"):
                 print(f"    message: {failure_message(result['output'])}", flush=True)
             for error in result["load"].errors:

@@ -165,3 +165,57 @@ def test_a_canary_group_failure_names_a_member_and_the_hosts_left() -> None:
     problems = check_phase(_group_result(after, output="stops here: 3 host(s) not reached"), "a", "b", PAIR_A)
     assert any("names none of vf-up-bench-gpu1, vf-up-bench-gpu2" in p for p in problems), problems
     assert any("stops here: 2 host(s)" in p for p in problems), problems
+
+
+LOST_MESSAGE = (
+    "[ERROR]: Task failed: Action failed: Upgrade of vf-up-bench-gpu1 (bench_h200 1/3) failed at "
+    '"wait_idle | Stop when the host stopped answering once drained": vf-up-bench-gpu1 stopped '
+    "answering once drained: container is paused. vf-up-bench-gpu1 did not answer again within "
+    "fleet_rollout_reconnect_timeout (20 s): it stays drained on every gateway (vf-up-bench-"
+    "gateway), so no request goes to it, and nothing was changed on it: it still runs a. The upgrade"
+    " stops here: 2 host(s) not reached (vf-up-bench-gpu2, vf-up-bench-gpu3) keep their version. "
+    "Bring vf-up-bench-gpu1 back, then run playbooks/upgrade.yml again: it finishes the upgrade of "
+    "vf-up-bench-gpu1 and puts it back in service; or, to put it back in service as it is, remove "
+    "its drain mark on every gateway and render them again: ansible gateways -m ansible.builtin.file"
+    " -a 'path=/etc/nginx/vllm-fleet/drained/vf-up-bench-gpu1 state=absent' && ansible-playbook "
+    "playbooks/gateway.yml."
+)
+
+
+def _lost_result(output: str = LOST_MESSAGE, rc: int = 2, **lost: object) -> dict:
+    from upgrade_under_load import HostLost
+
+    host = HostLost(NODES[0])
+    host.paused_at, host.drained_after, host.undrained = 3.0, True, True
+    for key, value in lost.items():
+        setattr(host, key, value)
+    result = _result("host-lost", rc, {n: _state("a", "t0", "va") for n in NODES}, output)
+    result["lost"] = host
+    return result
+
+
+@pytest.mark.parametrize(
+    ("result", "needle"),
+    [
+        (_lost_result(), None),
+        (_lost_result(rc=0), "succeeded"),
+        (_lost_result(paused_at=None), "never paused"),
+        (_lost_result(drained_after=False), "is not drained"),
+        (_lost_result(undrained=False), "undrain command"),
+        (_lost_result(LOST_MESSAGE.replace("stays drained", "is back")), "lacks 'stays drained"),
+        (_lost_result(LOST_MESSAGE.replace("state=absent", "")), "lacks 'path="),
+        (_lost_result("fatal: [vf-up-bench-gpu1]: UNREACHABLE!"), "lacks 'of vf-up-bench-gpu1 ('"),
+    ],
+)
+def test_check_host_lost(result: dict, needle: str | None) -> None:
+    problems = check_phase(result, "a", "b")
+    if needle is None:
+        assert problems == []
+    else:
+        assert any(needle in p for p in problems), problems
+
+
+def test_check_host_lost_other_host_touched() -> None:
+    result = _lost_result()
+    result["after"][NODES[2]] = _state("a", "t9", "va")
+    assert any("vf-up-bench-gpu3 was touched" in p for p in check_phase(result, "a", "b"))
