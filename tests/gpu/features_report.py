@@ -1,6 +1,6 @@
 """What tests/gpu/features_034.py measured on the GPU next to what the fleet predicts for it (issue #28).
 
-usage: python3 tests/gpu/features_report.py OUTDIR [--json]
+usage: python3 tests/gpu/features_report.py OUTDIR|features.tgz [--json]
 One row per figure: measured, predicted, measured / predicted. The predictions are the collection's own code,
 fed the measured GPU and host: the planner (vllm_planner.plan, what bin/vllm-fleet-plan prints) for the
 weights, KV cache and what a drafter adds; fleet_serving.sleep_plan.sleep_budget and sleep._asleep_bytes for
@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tarfile
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -209,6 +211,10 @@ def sleep_rows(run: Mapping[str, Any] | None, gpu: Mapping[str, Any]) -> list[di
         ),
     ]
     step_rss = {s.get("step"): s.get("rss_bytes") for s in res.get("steps") or []}
+    step_avail = {s.get("step"): s.get("MemAvailable_bytes") for s in res.get("steps") or []}
+    # what vLLM said it holds: the weights it loaded and the KV cache it committed (extensible) or sized
+    kv_gib = log.get("extended_kv_gib", log.get("available_kv_gib"))
+    held = _gib(log["model_loading_gib"] + kv_gib) if "model_loading_gib" in log and kv_gib else None
     for level in (1, 2):
         asleep = _used(res, f"asleep_{level}")
         freed_log = (log.get("sleep_freed") or [])[level - 1 : level]
@@ -231,6 +237,14 @@ def sleep_rows(run: Mapping[str, Any] | None, gpu: Mapping[str, Any]) -> list[di
             ),
             _row(
                 "sleep",
+                f"level {level}: GPU freed vs vLLM's weights + KV",
+                "GiB",
+                _diff(awake, asleep),
+                held,
+                "vLLM's log: Model loading took + Extended KV cache to (or Available KV cache memory)",
+            ),
+            _row(
+                "sleep",
                 f"level {level}: GPU kept asleep (less idle)",
                 "GiB",
                 _diff(asleep, idle),
@@ -244,6 +258,13 @@ def sleep_rows(run: Mapping[str, Any] | None, gpu: Mapping[str, Any]) -> list[di
                 _diff(step_rss.get(f"asleep_{level}"), step_rss.get("awake_after_generate")),
                 g["weights_bytes"] if level == 1 else 0,
                 "level 1 keeps the weights in host RAM, level 2 drops them",
+            ),
+            _row(
+                "sleep",
+                f"level {level}: host RAM taken asleep (MemAvailable drop)",
+                "GiB",
+                _diff(step_avail.get("awake_after_generate"), step_avail.get(f"asleep_{level}")),
+                g["weights_bytes"] if level == 1 else 0,
             ),
             _row(
                 "sleep",
@@ -490,7 +511,16 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 1
-    rows = report(Path(argv[0]))
+    where = Path(argv[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        if where.is_file():  # the archive the device command brings back
+            with tarfile.open(where) as tar:
+                if hasattr(tarfile, "data_filter"):  # Python 3.12, and 3.11.4 on
+                    tar.extractall(tmp, filter="data")
+                else:
+                    tar.extractall(tmp)  # noqa: S202  # our own archive from the device
+            where = next((p.parent for p in Path(tmp).rglob("*.log")), Path(tmp))
+        rows = report(where)
     print(json.dumps(rows, indent=1) if "--json" in argv[1:] else format_rows(rows))
     return 0
 

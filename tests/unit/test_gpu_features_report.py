@@ -163,6 +163,8 @@ def test_sleep_measured_next_to_the_sleep_budget(outdir: Path) -> None:
     weights = rows[("sleep", "weights (vLLM: Model loading took)")]
     assert weights["measured"] == 6.02 and 5.9 < weights["predicted"] < 6.1  # Llama-3.2-3B in bf16
     assert rows[("sleep", "level 1: host RAM taken asleep (RSS)")]["measured"] == 6.0
+    vllm_held = rows[("sleep", "level 1: GPU freed vs vLLM's weights + KV")]
+    assert vllm_held["predicted"] == pytest.approx(6.02 + 28.4) and vllm_held["measured"] == freed["measured"]
     assert rows[("sleep", "level 2: same tokens after wake")]["measured"] is True
 
 
@@ -212,3 +214,13 @@ def test_a_failed_feature_is_a_row_and_the_cli_prints_the_table(outdir: Path) ->
         ).stdout
     )
     assert {r["feature"] for r in rows} == {"sleep", "kv_offload", "ngram"}
+    # the device command brings the folder back as one archive
+    archive = outdir.parent / "features.tgz"
+    subprocess.run(["tar", "czf", str(archive), "-C", str(outdir.parent), outdir.name], check=True)
+    from_tgz = subprocess.run(
+        [sys.executable, str(GPU / "features_report.py"), str(archive)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert from_tgz == got
