@@ -131,6 +131,7 @@ def test_budget_from_real_plans_holds_one_awake() -> None:
         ({"backend_offset": 60000}, "outside 1-65535"),
         ({"backend_offset": 1189}, "which the controller uses"),
         ({"network_mode": "bridge"}, "needs their network namespace"),
+        ({"serving_group": True}, "member of a serving group"),
     ],
 )
 def test_refusals_name_the_variable(change: dict[str, Any], match: str) -> None:

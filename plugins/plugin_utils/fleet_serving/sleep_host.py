@@ -51,7 +51,8 @@ def sleep_host(
     """``models``: the host's vllm_server_models; ``plans``: container key -> plan (a model's key is its
     name unless it runs on MIG instances); ``settings``: ``listen_address``, ``network_mode``,
     ``controller_port``, ``backend_offset``, ``idle_seconds``, ``wake_timeout``, ``container`` (its name),
-    ``dir`` (the host folder mounted into it) - the role's vllm_server_sleep_* variables."""
+    ``dir`` (the host folder mounted into it) - the role's vllm_server_sleep_* variables - and
+    ``serving_group`` (true on a member of one)."""
     sleepers = _sleepers(models)
     if not sleepers:
         return {}
@@ -62,6 +63,11 @@ def sleep_host(
             f"vllm_server_network_mode {mode!r}: the models that may sleep ({', '.join(names)}) listen on "
             "127.0.0.1 behind the host's sleep controller, which needs their network namespace: use host (or "
             "container:<name>), or set sleep: false"
+        )
+    if settings.get("serving_group"):
+        raise ServingError(
+            f"vllm_server_models[{names[0]}]: sleep on a member of a serving group is not supported (the "
+            "group's members start and stop together): set sleep: false"
         )
     on_mig = [str(m["name"]) for m in sleepers if m.get("mig") not in (None, "all")]
     if on_mig:
