@@ -5,7 +5,8 @@ usage: python3 tests/gpu/features_034.py OUTDIR [NAME ...]   (after `source test
 NAME: the features below (default: all, in that order). Writes OUTDIR/NAME.log, OUTDIR/NAME.json (what the
 child measured, written after every step, so a timeout keeps what was done) and OUTDIR/features.json (rc and
 seconds per feature, the GPU). FEATURE_LIMIT_S (default 150) bounds one feature, FEATURES_TOTAL_S (default
-470) all of them: a feature gets what is left, one with under 40 s left is skipped.
+470) all of them: a feature gets what is left, one with under 40 s left is skipped. FEATURE_EXTRA (JSON, name
+-> engine args) adds to or overrides a feature's engine args.
 tests/gpu/features_report.py OUTDIR sets the figures next to the fleet's predictions.
 
 As tests/gpu/record_034.py: a real config.json from tests/data/model-configs, vLLM's dummy weights
@@ -57,7 +58,7 @@ res = {"mode": mode, "model": model, "args": args, "steps": []}
 def save():
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(res, f, indent=1)
+        json.dump(res, f, indent=1, default=str)
     os.replace(tmp, out)
 
 
@@ -282,8 +283,9 @@ def wait_idle() -> str:
     return used
 
 
-def run_one(out: Path, name: str, limit: float) -> dict:
+def run_one(out: Path, name: str, limit: float, extra: dict) -> dict:
     mode, args = FEATURES[name]
+    args = {**args, **extra.get(name, {})}
     mdir = model_dir(MODEL)
     used = wait_idle()
     log, result = out / f"{name}.log", out / f"{name}.json"
@@ -333,6 +335,8 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown feature(s) {', '.join(unknown)}; known: {', '.join(FEATURES)}")
     limit = float(os.environ.get("FEATURE_LIMIT_S", "150"))
+    # a second attempt without editing: FEATURE_EXTRA='{"sleep": {"enable_extensible_kv_cache": false}}'
+    extra = json.loads(os.environ.get("FEATURE_EXTRA") or "{}")
     deadline = time.time() + float(os.environ.get("FEATURES_TOTAL_S", "470"))
     summary: dict = {"model": MODEL, "gpu": smi_used(), "features": {}}
     for name in names:
@@ -344,7 +348,7 @@ def main() -> None:
                 "error": f"{left:.0f}s left of the total",
             }
         else:
-            summary["features"][name] = run_one(out, name, min(limit, left - 5))
+            summary["features"][name] = run_one(out, name, min(limit, left - 5), extra)
         row = summary["features"][name]
         print(name, "rc", row["rc"], f"{row.get('seconds', 0):.0f}s", row.get("error", ""), flush=True)
         (out / "features.json").write_text(json.dumps(summary, indent=1))

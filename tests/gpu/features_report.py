@@ -135,6 +135,11 @@ def gpu_of(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {**H100, "count": 1}
 
 
+def _args(run: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """The engine args the run was given (FEATURE_EXTRA may have changed them), else the script's."""
+    return dict(((run or {}).get("result") or {}).get("args") or FEATURES[name][1])
+
+
 def _plan(gpu: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
     config = json.loads((CONFIGS / MODEL / "config.json").read_text())
     options: dict[str, Any] = {"vllm_version": VLLM}
@@ -181,7 +186,7 @@ def sleep_rows(run: Mapping[str, Any] | None, gpu: Mapping[str, Any]) -> list[di
     if run is None or not run.get("result"):
         return rows
     res, log = run["result"], run["log"]
-    p = _plan(gpu, FEATURES["sleep"][1])
+    p = _plan(gpu, _args(run, "sleep"))
     g = p["per_gpu"]
     idle = _used(res, "before_import")
     awake = _used(res, "awake_after_generate") or _used(res, "awake")
@@ -317,7 +322,7 @@ def kv_rows(
     if on is None or not on.get("result"):
         return rows
     res, log = on["result"], on["log"]
-    args = FEATURES["kv_offload"][1]
+    args = _args(on, "kv_offload")
     p = _plan(gpu, args)
     per_token = int(p["kv_bytes_per_token"])
     memtotal = next(
@@ -396,7 +401,7 @@ def ngram_rows(
     if on is None or not on.get("result"):
         return rows
     res, res_off = on["result"], ((off or {}).get("result") or {})
-    with_draft = _plan(gpu, FEATURES["ngram"][1])
+    with_draft = _plan(gpu, _args(on, "ngram"))
     spec = with_draft.get("speculative") or {}
     snaps = res.get("metrics") or {}
     a, b = snaps.get("before"), snaps.get("after")

@@ -224,3 +224,12 @@ def test_a_failed_feature_is_a_row_and_the_cli_prints_the_table(outdir: Path) ->
         check=True,
     ).stdout
     assert from_tgz == got
+
+
+def test_predictions_follow_the_args_the_run_was_given(outdir: Path) -> None:
+    res = json.loads((outdir / "sleep.json").read_text())
+    before = _rows(outdir)[("sleep", "GPU in use awake (nvidia-smi, less idle)")]["predicted"]
+    res["args"] = {**FEATURES["sleep"][1], "gpu_memory_utilization": 0.3}  # as FEATURE_EXTRA would
+    (outdir / "sleep.json").write_text(json.dumps(res))
+    after = _rows(outdir)[("sleep", "GPU in use awake (nvidia-smi, less idle)")]["predicted"]
+    assert after == pytest.approx(before * 0.3 / 0.45, rel=1e-3)
