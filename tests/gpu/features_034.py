@@ -283,11 +283,12 @@ def wait_idle() -> str:
     return used
 
 
-def run_one(out: Path, name: str, limit: float, extra: dict) -> dict:
+def run_one(out: Path, name: str, limit: float, deadline: float, extra: dict) -> dict:
     mode, args = FEATURES[name]
     args = {**args, **extra.get(name, {})}
     mdir = model_dir(MODEL)
     used = wait_idle()
+    limit = min(limit, deadline - time.time() - 5)  # the wait for an idle GPU counts against the total
     log, result = out / f"{name}.log", out / f"{name}.json"
     result.unlink(missing_ok=True)
     t = time.time()
@@ -348,7 +349,7 @@ def main() -> None:
                 "error": f"{left:.0f}s left of the total",
             }
         else:
-            summary["features"][name] = run_one(out, name, min(limit, left - 5), extra)
+            summary["features"][name] = run_one(out, name, limit, deadline, extra)
         row = summary["features"][name]
         print(name, "rc", row["rc"], f"{row.get('seconds', 0):.0f}s", row.get("error", ""), flush=True)
         (out / "features.json").write_text(json.dumps(summary, indent=1))
