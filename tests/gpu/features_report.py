@@ -2,10 +2,11 @@
 
 usage: python3 tests/gpu/features_report.py OUTDIR|features.tgz [--json]
 One row per figure: measured, predicted, measured / predicted. The predictions are the collection's own code,
-fed the measured GPU and host: the planner (vllm_planner.plan, what bin/vllm-fleet-plan prints) for the
-weights, KV cache and what a drafter adds; fleet_serving.sleep_plan.sleep_budget and sleep._asleep_bytes for
-what sleeping frees and keeps; fleet_serving.kv_offload.kv_offload for the host tier per TP rank. Figures the
-fleet does not predict (times, acceptance, hit rates without a tier) are printed with no prediction.
+fed the measured GPU and host: fleet_serving.platform.problems for whether a CUDA image runs each feature;
+the planner (vllm_planner.plan, what bin/vllm-fleet-plan prints) for the weights, KV cache and what a drafter
+adds; fleet_serving.sleep_plan.sleep_budget and sleep._asleep_bytes for what sleeping frees and keeps;
+fleet_serving.kv_offload.kv_offload for the host tier per TP rank. Figures the fleet does not predict (times,
+acceptance, hit rates without a tier) are printed with no prediction.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # pylint: disable=wrong-import-position
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.kv_offload import (  # noqa: E402
     kv_offload,
+)
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.platform import (  # noqa: E402
+    CUDA_LABEL,
+    problems,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep import (  # noqa: E402
     _asleep_bytes,
@@ -483,10 +488,27 @@ def ngram_rows(
     return rows
 
 
+def platform_rows(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Whether each feature ran on the GPU next to platform.problems' word for a CUDA image: it lets sleep and
+    the native tier through (it refuses them only for a CPU build) and ngram everywhere."""
+    cuda = [{"RepoTags": ["vllm:cuda"], "Config": {"Labels": {CUDA_LABEL: "13.0"}}}]
+    specs = {"sleep": {"sleep_level": 1}, "kv_offload": {"kv_offload": {"backend": "native"}}, "ngram": {}}
+    rows = []
+    for name, spec in specs.items():
+        if name in runs:
+            refused = problems(cuda, {"name": "m", "image": "vllm:cuda", **spec})
+            ran = "ran" if (runs[name].get("result") or {}).get("ok") else "failed"
+            rows.append(
+                _row(name, "runs on a CUDA GPU (platform check)", "", ran, "refused" if refused else "ran")
+            )
+    return rows
+
+
 def report(outdir: Path) -> list[dict[str, Any]]:
     runs = load(outdir)
     gpu = gpu_of(runs)
     return [
+        *platform_rows(runs),
         *sleep_rows(runs.get("sleep"), gpu),
         *kv_rows(runs.get("kv_offload"), runs.get("kv_offload_off"), gpu),
         *ngram_rows(runs.get("ngram"), runs.get("ngram_off"), gpu),

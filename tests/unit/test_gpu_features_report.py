@@ -214,6 +214,9 @@ def test_a_failed_feature_is_a_row_and_the_cli_prints_the_table(outdir: Path) ->
         ).stdout
     )
     assert {r["feature"] for r in rows} == {"sleep", "kv_offload", "ngram"}
+    ran = {r["feature"]: r for r in rows if r["figure"] == "runs on a CUDA GPU (platform check)"}
+    assert ran["sleep"]["measured"] == ran["sleep"]["predicted"] == "ran"
+    assert (ran["ngram"]["measured"], ran["ngram"]["predicted"]) == ("failed", "ran")
     # the device command brings the folder back as one archive
     archive = outdir.parent / "features.tgz"
     subprocess.run(["tar", "czf", str(archive), "-C", str(outdir.parent), outdir.name], check=True)
