@@ -4,6 +4,7 @@ fleet_monitoring_vllm_targets(hosts, hostvars, groups, ...)  static_configs for 
 fleet_monitoring_host_targets(hosts, hostvars, port, ...)    static_configs for a per-host exporter
 fleet_monitoring_hosts_without_models(hosts, hostvars)       GPU hosts declaring no models
 fleet_monitoring_dcgm_hosts(hosts, hostvars)                GPU hosts that run the DCGM exporter
+fleet_monitoring_sleep_targets(hosts, hostvars)             static_configs for each host's sleep controller
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class FilterModule:
         checked = {
             "fleet_monitoring_vllm_targets": targets.vllm_targets,
             "fleet_monitoring_host_targets": targets.host_targets,
+            "fleet_monitoring_sleep_targets": targets.sleep_controller_targets,
         }
         return {
             **wrap_filters(checked, targets.TargetError),

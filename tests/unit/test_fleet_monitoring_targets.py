@@ -234,3 +234,32 @@ def test_host_targets():
 )
 def test_dcgm_hosts(hvars, selected):
     assert targets.dcgm_hosts(["h"], {"h": hvars}) == (["h"] if selected else [])
+
+
+def test_sleep_controller_targets_only_where_a_model_sleeps():
+    hostvars = {
+        **HOSTVARS,
+        "s1": {
+            "vllm_server_models": [{"name": "a", "port": 8000, "sleep": 1}, {"name": "b", "port": 8001}],
+            "ansible_facts": {
+                "default_ipv4": {"address": "10.0.0.9"},
+                "ansible_local": {"vllm_fleet": {"models": {"a": _record("10.1.1.1", 8000, "img:v1")}}},
+            },
+        },
+        "s2": {
+            "vllm_server_models": [{"name": "a", "port": 8000, "sleep": 2}],
+            "vllm_fleet_internal_address": "10.0.0.2",
+            "vllm_server_sleep_controller_port": 9300,
+        },  # fmt: skip
+        "s3": {"vllm_server_models": [{"name": "a", "port": 8000, "sleep": False}]},
+    }
+    got = targets.sleep_controller_targets(["gpu1", "s1", "s2", "s3"], hostvars)
+    # where the models were recorded listening, at vllm_server's default port; a host's own port wins
+    assert got == [
+        {"targets": ["10.1.1.1:9190"], "labels": {"host": "s1"}},
+        {"targets": ["10.0.0.2:9300"], "labels": {"host": "s2"}},
+    ]
+    with pytest.raises(targets.TargetError, match="s4: no address to scrape its sleep controller"):
+        targets.sleep_controller_targets(
+            ["s4"], {"s4": {"vllm_server_models": [{"name": "a", "port": 1, "sleep": 1}]}}
+        )

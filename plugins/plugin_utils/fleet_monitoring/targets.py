@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet, images
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check.values import role_value
 
 _RESERVED_GROUPS = frozenset({"all", "ungrouped"})
 
@@ -153,6 +154,36 @@ def hosts_without_models(
 ) -> list[str]:
     """Hosts whose ``models_var`` is missing or empty."""
     return [h for h in hosts if not (hostvars.get(h) or {}).get(models_var)]
+
+
+def sleep_controller_targets(
+    hosts: Iterable[str], hostvars: Mapping[str, Any], models_var: str = "vllm_server_models"
+) -> list[dict[str, Any]]:
+    """One static_config per host running vllm_server's sleep controller (a model with ``sleep``): its own
+    /metrics (wakes, wake seconds, sleeps per model) at the address its models were recorded listening on
+    (else vllm_server_listen_address's default) and vllm_server_sleep_controller_port."""
+    configs = []
+    for host in hosts:
+        hvars = hostvars.get(host) or {}
+        models = hvars.get(models_var)
+        listed = models if isinstance(models, list) else []
+        sleepers = [
+            str(m.get("name"))
+            for m in listed
+            if isinstance(m, Mapping) and m.get("sleep") not in (None, False)
+        ]
+        if not sleepers:
+            continue
+        record = fleet.recorded(hvars).get(sleepers[0]) or {}
+        address = str(record.get("listen_address") or fleet.vllm_address(hvars))
+        if not address:
+            raise TargetError(
+                f"{host}: no address to scrape its sleep controller at; set vllm_server_listen_address "
+                f"(or vllm_fleet_internal_address) for {host} in the inventory, or gather its facts"
+            )
+        port = _port(role_value(hvars, "vllm_server_sleep_controller_port"), f"{host}: sleep controller")
+        configs.append({"targets": [_target(address, port)], "labels": {"host": str(host)}})
+    return configs
 
 
 def _truthy(value: Any) -> bool:
