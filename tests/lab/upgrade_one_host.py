@@ -34,32 +34,62 @@ GATEWAY = "http://127.0.0.1:8080/v1"
 
 @dataclass
 class Load:
-    """Clients that ask tiny without pause until stopped; every answer is classified."""
+    """Clients that ask tiny without pause until stopped; every answer is classified.
+
+    A request that gets no complete answer (a connection error, no HTTP status) is sent once more, as the
+    openai client does by default (max_retries=2): a gateway reload closes keep-alive connections the client
+    may be reusing at that instant, which HTTP lets a server do. Each resend is counted and printed with its
+    time and cause; an error status, a second connection error or a stream cut after it began is a failure.
+    """
 
     key: str
     threads: int = 4
-    counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0, "truncated": 0})
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"ok": 0, "failed": 0, "truncated": 0, "resent": 0}
+    )
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def _note(self, outcome: str, exc: BaseException) -> None:
+        cause = exc.__cause__ or exc.__context__
+        said = f"{time.strftime('%H:%M:%S')} {outcome}: {type(exc).__name__}: {exc}"
+        if cause is not None:
+            said += f" ({type(cause).__name__}: {cause})"
+        with self._lock:
+            self.errors.append(said[:300])
+            if outcome == "resent":
+                self.counts["resent"] += 1
+
     def _one(self, client: openai.OpenAI, stream: bool) -> str:
         messages = [{"role": "user", "content": "Hello"}]
+        for attempt in (1, 2):
+            try:
+                if not stream:
+                    r = client.chat.completions.create(model="tiny", messages=messages, max_tokens=16)
+                    return "ok" if r.choices[0].finish_reason in ("stop", "length") else "truncated"
+                answer = client.chat.completions.create(
+                    model="tiny", messages=messages, max_tokens=16, stream=True
+                )
+                break
+            except openai.APIConnectionError as exc:
+                if attempt == 1 and not isinstance(exc, openai.APITimeoutError):
+                    self._note("resent", exc)
+                    continue
+                self._note("failed", exc)
+                return "failed"
+            except openai.APIError as exc:
+                self._note("failed", exc)
+                return "failed"
+        finish = None
         try:
-            if not stream:
-                r = client.chat.completions.create(model="tiny", messages=messages, max_tokens=16)
-                return "ok" if r.choices[0].finish_reason in ("stop", "length") else "truncated"
-            finish = None
-            for chunk in client.chat.completions.create(
-                model="tiny", messages=messages, max_tokens=16, stream=True
-            ):
+            for chunk in answer:
                 if chunk.choices and chunk.choices[0].finish_reason:
                     finish = chunk.choices[0].finish_reason
-            return "ok" if finish in ("stop", "length") else "truncated"
-        except openai.APIError as exc:
-            with self._lock:
-                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            return "failed"
+        except openai.APIError as exc:  # the stream began and was cut
+            self._note("truncated", exc)
+            return "truncated"
+        return "ok" if finish in ("stop", "length") else "truncated"
 
     def _run(self, index: int) -> None:
         client = openai.OpenAI(base_url=GATEWAY, api_key=self.key, max_retries=0, timeout=300)
@@ -81,8 +111,11 @@ class Load:
     def flowing(self, timeout: float = 120) -> None:
         """Wait until every thread has had an answer: the load runs before the host is touched."""
         deadline = time.monotonic() + timeout
-        while sum(self.counts.values()) < self.threads and time.monotonic() < deadline:
+        while self.answered() < self.threads and time.monotonic() < deadline:
             time.sleep(0.2)
+
+    def answered(self) -> int:
+        return self.counts["ok"] + self.counts["failed"] + self.counts["truncated"]
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -114,6 +147,16 @@ def ready_seconds(host: str) -> dict[str, float]:
     return {name: m["current"]["baseline"]["ready_seconds"] for name, m in models.items()}
 
 
+def gateway_errors() -> str:
+    """The end of the lab gateway's nginx error log: why it closed or refused a connection."""
+    done = subprocess.run(
+        ["docker", "exec", "vllm-fleet-lab-gateway", "tail", "-n", "12", "/var/log/nginx/error.log"],
+        capture_output=True,
+        text=True,
+    )
+    return ("\n    " + (done.stdout or done.stderr).strip().replace("\n", "\n    ")) or "(empty)"
+
+
 def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
     with Load(key) as load:
         load.flowing()
@@ -121,8 +164,9 @@ def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
         time.sleep(2)  # requests sent as the host came back are answered by it too
     counts = load.counts
     line = (
-        f"{name}: rc {rc} in {seconds:.0f} s; requests {sum(counts.values())}, ok {counts['ok']}, "
-        f"failed {counts['failed']}, truncated {counts['truncated']}"
+        f"{name}: rc {rc} in {seconds:.0f} s; requests {load.answered()}, ok {counts['ok']}, "
+        f"failed {counts['failed']}, truncated {counts['truncated']}; "
+        f"resent once after a connection error {counts['resent']}"
     )
     good = rc == 0 and counts["failed"] == 0 and counts["truncated"] == 0 and counts["ok"] > 0
     log = Path(tempfile.gettempdir()) / f"vllm-fleet-lab-{name}.log"
@@ -131,9 +175,12 @@ def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
     gate = re.search(r"report \| Show each host's gate.*?\n(.*?)\n(?:TASK|PLAY) ", output, flags=re.S)
     if gate:
         line += "\n  gate: " + " ".join(gate.group(1).split())[:1500]
+    if load.errors:
+        line += "\n  client: " + "\n  client: ".join(load.errors[:8])
     if not good:
         said = re.findall(r'^\s*"?msg"?: (.*)$|^((?:fatal|failed):.*)$', output, flags=re.M)[-6:]
-        line += "\n  " + "\n  ".join(load.errors[:5] + [m or f for m, f in said]) + f"\n  whole output: {log}"
+        line += "\n  " + "\n  ".join([m or f for m, f in said]) + f"\n  whole output: {log}"
+        line += "\n  gateway error log: " + gateway_errors()
     return good, line
 
 
