@@ -17,6 +17,14 @@ clients (default 4) keep sending completions through the gateway:
                has it drained (its node container paused: every Ansible connection to it fails); the
                rollout stops with the host left drained and named, no other host touched; then the
                bench puts it back with the undrain command the message gives and checks it serves
+  loaded       (not in the defaults: --phases loaded) an upgrade to an identical image (the other tag of
+               the same image) while a CPU burner runs on every core of the machine, the gate made
+               sensitive (latency floor 0.05 s): it must pass against its live peers (same load, same
+               window) and the rollout complete; the gate report (verdict, peers, samples) is printed
+  slower       (not in the defaults: --phases slower) a canary that is really slower: the lab image with
+               an entrypoint that pins vLLM to core 0 and, once vLLM answers /health, starts 8 CPU burners
+               on that core (vLLM keeps about a ninth of it); same low floor: the gate must fail it with
+               confidence, the canary goes back to what it ran, the other hosts untouched
 
 and prints, per phase: requests sent, failed, truncated streams (no [DONE]), the playbook's
 duration and the checks of what each host runs. Target: 0 failed, 0 truncated in every phase.
@@ -38,6 +46,8 @@ Usage (from the repository root, as root, on the machine's Docker engine):
       [--client openai|http] [--ready-timeout 90] [--hold-after-kill 40]
   benchmarks/upgrade_under_load.py --groups [--phases upgrade,follower-fails,rollback]
   benchmarks/upgrade_under_load.py --phases host-lost
+  benchmarks/upgrade_under_load.py --phases loaded,slower [--workdir /tmp/ls/run]
+      the gate under a loaded machine: an identical image passes it, a slower one fails it
   benchmarks/upgrade_under_load.py up | down
   benchmarks/upgrade_under_load.py remove-stuck [--hold-after-kill 30]
       vllm_server's remove.yml alone against a container Docker cannot stop (a minute, no fleet)
@@ -53,6 +63,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import urllib.parse
@@ -84,6 +95,25 @@ DRAINED_DIR = "/etc/nginx/vllm-fleet/drained"  # its drain marks
 STUCK_NAME = f"{PREFIX}-stuck"
 DEFAULT_PHASES = "upgrade,never-ready,bad-args,wont-stop,rollback"
 STUCK_ROOT = f"/srv/{PREFIX}-stuck"
+# loaded, slower: a gate that judges small differences (the inventory's 3 s floor hides them)
+SENSITIVE_GATE = {"fleet_rollout_gate_latency_floor": 0.05}
+SLOW_BURNERS = 8  # burners beside the slower canary's vLLM on its core
+# the slower canary: vLLM pinned to core 0; once it answers /health (its start is not slowed), burners
+# on core 0 leave it a fraction of that core. Arguments: vLLM serve's (the deployment's command).
+SLOW_SCRIPT = f"""
+host=127.0.0.1 port=8000 prev=
+for a in "$@"; do
+  [ "$prev" = --host ] && [ "$a" != 0.0.0.0 ] && host=$a
+  [ "$prev" = --port ] && port=$a
+  prev=$a
+done
+(
+  health="import urllib.request as u; u.urlopen('http://$host:$port/health', timeout=5)"
+  until python3 -c "$health" 2>/dev/null; do sleep 2; done
+  for i in $(seq {SLOW_BURNERS}); do taskset -c 0 sh -c 'while :; do :; done' & done
+) &
+exec taskset -c 0 vllm serve "$@"
+"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,6 +460,7 @@ class Bench:
         self.image_b = f"{PREFIX}/vllm-cpu:b"
         self.image_never = f"{PREFIX}/vllm-cpu:never-ready"
         self.image_stuck = f"{PREFIX}/vllm-cpu:wont-stop"
+        self.image_slow = f"{PREFIX}/vllm-cpu:slower"
         # where the stuck FUSE mount goes: inside the model's revision folder, which the canary's
         # container binds (the other containers bound it before the mount exists and never see it)
         self.stuck_path = f"{MODELS_DIR}/lab/tiny/{REVISION}/.stuck"
@@ -470,7 +501,11 @@ class Bench:
         sh("docker", "tag", self.vllm_image, self.image_b)
         # a start-up that hangs in the kernel: PID 1 reads the stuck mount under the model folder
         stuck = 'for a in "$@"; do [ -d "$a/.stuck" ] && exec cat "$a/.stuck/stuck"; done; sleep infinity'
-        for image, script in ((self.image_never, "sleep infinity"), (self.image_stuck, stuck)):
+        for image, script in (
+            (self.image_never, "sleep infinity"),
+            (self.image_stuck, stuck),
+            (self.image_slow, SLOW_SCRIPT),
+        ):
             entrypoint = json.dumps(["/bin/sh", "-c", script, "--"])
             if sh("docker", "images", "-q", image).strip():
                 continue
@@ -499,7 +534,7 @@ class Bench:
         if ids:
             sh("docker", "rm", "-f", *sorted(set(ids)), check=False)
         sh("docker", "network", "rm", NETWORK, check=False)
-        for image in (self.image_b, self.image_never, self.image_stuck):
+        for image in (self.image_b, self.image_never, self.image_stuck, self.image_slow):
             sh("docker", "rmi", image, check=False)
         sh("rm", "-rf", f"/srv/{PREFIX}", check=False)
 
@@ -566,6 +601,10 @@ class Bench:
             else None
         )
         lost = HostLost(self.nodes[0]) if name == "host-lost" else None
+        burn = CpuBurn() if name == "loaded" else None
+        machine = LoadAverage().start()
+        if burn:
+            burn.start()
         if stuck:
             stuck.start()
         if lost:
@@ -580,11 +619,15 @@ class Bench:
                 stuck.stop()
             if lost:
                 lost.stop()  # the host answers again: the bench can read it and clean up
+            if burn:
+                burn.stop()
+            machine.stop()
         time.sleep(5)
         stats = load.stop()
         result = {"name": name, "rc": rc, "seconds": seconds, "load": stats, "before": before,
                   "after": self.state(), "output": output, "stuck": stuck, "lost": lost,
-                  "kinds": dict(getattr(load, "kinds", {}))}  # fmt: skip
+                  "kinds": dict(getattr(load, "kinds", {})), "loadavg": machine.samples,
+                  "burners": burn.count if burn else 0}  # fmt: skip
         if lost:
             lost.drained_after = drained(lost.node)
             # back in service the way the failure message says: its drain mark off, the gateways rendered
@@ -616,6 +659,94 @@ def drained(node: str, mark: bool = True) -> bool:
         not mark
         or subprocess.run(["docker", "exec", GATEWAY, "test", "-e", f"{DRAINED_DIR}/{node}"]).returncode == 0
     )
+
+
+class CpuBurn:
+    """A busy loop on every core of the machine (``os.cpu_count()`` processes) while a phase runs."""
+
+    def __init__(self, count: int | None = None) -> None:
+        self.count = count or os.cpu_count() or 1
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        for _ in range(self.count):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait(10)
+
+
+class LoadAverage:
+    """The machine's 1-minute load average every ``every`` seconds while a phase runs."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> LoadAverage:
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def load_summary(samples: list[float]) -> str:
+    """``load average 1.2 to 5.6 (median 3.4) on N cores``: the machine's load over a phase."""
+    if not samples:
+        return "load average not sampled"
+    ordered = sorted(samples)
+    return (
+        f"load average {ordered[0]:.1f} to {ordered[-1]:.1f} (median {ordered[len(ordered) // 2]:.1f}) "
+        f"on {os.cpu_count()} cores"
+    )
+
+
+def gate_lines(output: str) -> list[str]:
+    """What the rollout printed of its gates, in order: each gate's figures (``gate | Show the gate
+    figures``: the verdict, its reason and the samples) and the closing report (``report | Show each
+    host's gate``: one line per host and model, as compact JSON). Each ``"<gate|report>: <msg>"``.
+    Reads the default callback's results in the YAML format (ansible.cfg's callback_result_format)."""
+    import yaml  # Ansible's own dependency
+
+    tasks = ("gate | Show the gate figures", "report | Show each host's gate")
+    out: list[str] = []
+    task, body = None, None
+
+    def flush() -> None:
+        try:
+            msg = (yaml.safe_load(textwrap.dedent("\n".join(body or []))) or {}).get("msg")
+        except (yaml.YAMLError, AttributeError):
+            msg = None
+        if isinstance(msg, dict):
+            out.extend(f"{task}: {key}: {json.dumps(value)}" for key, value in msg.items())
+        elif msg is not None:
+            out.append(f"{task}: {msg}")
+
+    for line in [*output.splitlines(), ""]:
+        if body is not None:
+            if line.startswith("    "):
+                body.append(line)
+                continue
+            flush()
+            body = None
+        if line.startswith("TASK ["):
+            task = next((t.split(" | ")[0] for t in tasks if t in line), None)
+        elif task and line.startswith("ok: [") and line.rstrip().endswith("=>"):
+            body = []
+    return out
 
 
 class HostLost:
@@ -725,8 +856,20 @@ def check_phase(result: dict, image_a: str, image_b: str, canary: list[str] | No
         problems.append(f"vLLM not running on {', '.join(not_running)}")
     if name == "host-lost":
         problems += check_host_lost(result)
-    elif name in ("upgrade", "rollback"):
-        want = image_b if name == "upgrade" else image_a
+        return problems
+    gates = gate_lines(output)
+    if name in ("loaded", "slower") and not any(line.startswith("gate: ") and "Samples (s):" in line
+                                                for line in gates):  # fmt: skip
+        problems.append("the output shows no gate samples")
+    if name == "slower" and "slower with confidence" not in output:
+        problems.append("the gate did not find the canary slower with confidence")
+    if name == "loaded":
+        reported = [line for line in gates if line.startswith("report: ")]
+        for node in after:
+            if not any(f"report: {node} " in line and '"verdict": "pass"' in line for line in reported):
+                problems.append(f"the gate report shows no pass of {node}")
+    if name in ("upgrade", "rollback", "loaded"):
+        want = (result.get("target") or image_b) if name != "rollback" else image_a
         if result["rc"] != 0:
             problems.append(f"the playbook failed (rc {result['rc']})")
         wrong = [n for n, s in after.items() if s["image"] != want or s["recorded_image"] != want]
@@ -921,6 +1064,8 @@ def run(args: argparse.Namespace) -> int:
             "wont-stop": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_stuck, **small}),
             "rollback": ("playbooks/rollback.yml", None),
             "host-lost": ("playbooks/upgrade.yml", None),  # its image: set when it runs
+            "loaded": ("playbooks/upgrade.yml", None),  # its image: set when it runs
+            "slower": ("playbooks/upgrade.yml", {"vllm_server_image": bench.image_slow, **SENSITIVE_GATE}),
             # the canary group's follower alone gets an image that never starts
             "follower-fails": (
                 "playbooks/upgrade.yml",
@@ -939,8 +1084,13 @@ def run(args: argparse.Namespace) -> int:
                 now = bench.state()[bench.nodes[0]]["image"]
                 extra = {"vllm_server_image": image_a if now == bench.image_b else bench.image_b,
                          "fleet_rollout_reconnect_timeout": 20}  # fmt: skip
+            if name == "loaded":  # the same image under the other tag than the one running now
+                now = bench.state()[bench.nodes[0]]["image"]
+                extra = {"vllm_server_image": image_a if now == bench.image_b else bench.image_b,
+                         **SENSITIVE_GATE}  # fmt: skip
             print(f"--- {name}: {playbook} {json.dumps(extra) if extra else ''}", flush=True)
             result = bench.phase(name, playbook, extra, args.clients, args.max_tokens, args.think)
+            result["target"] = (extra or {}).get("vllm_server_image")
             result["problems"] = check_phase(
                 result, image_a, bench.image_b, canary_group if args.groups else None
             )
@@ -951,6 +1101,11 @@ def run(args: argparse.Namespace) -> int:
             )
             if result["kinds"]:
                 print(f"    requests by kind: {result['kinds']}", flush=True)
+            burners = f", {result['burners']} CPU burners" if result["burners"] else ""
+            print(f"    machine: {load_summary(result['loadavg'])}{burners}", flush=True)
+            if name in ("loaded", "slower"):
+                for line in gate_lines(result["output"]):
+                    print(f"    {line}", flush=True)
             if result["stuck"] is not None:
                 for event in result["stuck"].events:
                     print(f"    canary: {event}", flush=True)
@@ -959,7 +1114,7 @@ def run(args: argparse.Namespace) -> int:
             if result["lost"] is not None:
                 for event in result["lost"].events:
                     print(f"    host: {event}", flush=True)
-            if name not in ("upgrade", "rollback"):
+            if name not in ("upgrade", "rollback", "loaded"):
                 print(f"    message: {failure_message(result['output'])}", flush=True)
             for error in result["load"].errors:
                 print(f"    client error: {error}", flush=True)

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from upgrade_under_load import StreamLoad, check_phase, classify_stream  # noqa: E402
+from upgrade_under_load import StreamLoad, check_phase, classify_stream, gate_lines, load_summary  # noqa: E402
 
 CHUNK = b'data: {"id":"c","choices":[{"text":"a","index":0}]}\n'
 
@@ -219,3 +219,78 @@ def test_check_host_lost_other_host_touched() -> None:
     result = _lost_result()
     result["after"][NODES[2]] = _state("a", "t9", "va")
     assert any("vf-up-bench-gpu3 was touched" in p for p in check_phase(result, "a", "b"))
+
+
+# What the rollout prints of its gates with the repository's ansible.cfg (callback_result_format: yaml)
+SAMPLES = '{"ttft_seconds": {"canary": [0.41, 0.39], "peers": {"vf-up-bench-gpu2": [0.05, 0.06]}}}'
+SLOW_GATE = f"""
+TASK [vllm_fleet.vllm_fleet.fleet_rollout : gate | Show the gate figures] ******
+Sunday 06 December 2026  02:51:12 +0000 (0:00:00.010)       0:00:00.010 *******
+ok: [vf-up-bench-gpu1] => (item=tiny) =>
+    msg: 'vf-up-bench-gpu1 tiny: fail: against live peer(s) vf-up-bench-gpu2 in the same window: ttft_seconds
+        canary 0.400s vs peers 0.055s: 7.27x: slower with confidence. Samples (s): {SAMPLES}'
+
+TASK [vllm_fleet.vllm_fleet.fleet_rollout : gate | Require latencies within the allowed factor] ***
+failed: [vf-up-bench-gpu1] (item=tiny) => changed=false
+"""
+
+
+def _report(verdicts: dict[str, str]) -> str:
+    lines = [
+        "TASK [vllm_fleet.vllm_fleet.fleet_rollout : report | Show each host's gate - the verdict] ***",
+        "ok: [vf-up-bench-gpu3] => ",
+        "    msg:",
+    ]
+    for node, verdict in verdicts.items():
+        lines += [
+            f"        {node} tiny:",
+            "            peers:",
+            "            - vf-up-bench-gpu3",
+            "            reason: 'pass: against live peer(s): ttft_seconds canary 0.050s vs peers 0.049s'",
+            "            samples:",
+            "                ttft_seconds:",
+            "                    canary:",
+            "                    - 0.05",
+            f"            verdict: {verdict}",
+        ]
+    return "\n".join([*lines, "", "PLAY RECAP ****"])
+
+
+def test_gate_lines_reads_the_figures_and_the_report() -> None:
+    lines = gate_lines(SLOW_GATE + _report({"vf-up-bench-gpu1": "pass"}))
+    assert lines[0].startswith("gate: vf-up-bench-gpu1 tiny: fail: ")
+    assert "slower with confidence" in lines[0]
+    assert lines[0].endswith(f"Samples (s): {SAMPLES}")
+    assert len(lines) == 2
+    assert lines[1].startswith("report: vf-up-bench-gpu1 tiny: {")
+    assert '"verdict": "pass"' in lines[1] and '"canary": [0.05]' in lines[1]
+
+
+def test_gate_lines_ignores_other_tasks() -> None:
+    assert gate_lines("TASK [x : drain | Show]\nok: [h] => \n    msg: drained\n") == []
+
+
+def test_load_summary() -> None:
+    assert load_summary([]) == "load average not sampled"
+    assert load_summary([5.0, 1.5, 3.0]).startswith("load average 1.5 to 5.0 (median 3.0) on ")
+
+
+def test_check_phase_loaded() -> None:
+    after = {n: _state("b", "t1", "vb") for n in NODES}
+    ok = _result("loaded", 0, after, SLOW_GATE + _report(dict.fromkeys(NODES, "pass")))
+    ok["target"] = "b"
+    assert check_phase(ok, "a", "b") == []
+    failed_one = {**ok, "output": SLOW_GATE + _report({**dict.fromkeys(NODES, "pass"), NODES[1]: "fail"})}
+    assert any("no pass of vf-up-bench-gpu2" in p for p in check_phase(failed_one, "a", "b"))
+    no_samples = {**ok, "output": _report(dict.fromkeys(NODES, "pass"))}
+    assert any("no gate samples" in p for p in check_phase(no_samples, "a", "b"))
+    back_to_a = {**ok, "target": "a"}  # the fleet ran b: loaded moves it to the other tag
+    assert any("do not run a" in p for p in check_phase(back_to_a, "a", "b"))
+
+
+def test_check_phase_slower() -> None:
+    after = {n: _state("a", "t0", "va") for n in NODES}
+    assert check_phase(_result("slower", 2, after, BAD_OUTPUT + SLOW_GATE), "a", "b") == []
+    passed = SLOW_GATE.replace("slower with confidence", "slower by the medians, not with confidence")
+    problems = check_phase(_result("slower", 2, after, BAD_OUTPUT + passed), "a", "b")
+    assert any("not find the canary slower with confidence" in p for p in problems), problems
