@@ -22,6 +22,7 @@ from conftest import (
     ip_on,
     on_node,
 )
+from tools import ansible_run
 
 testinfra_hosts = ["ansible://gpu_nodes"]
 
@@ -122,3 +123,20 @@ def test_the_watchdog_checks_them_without_waking_them(host, engine, keys):
         assert _metric(after, "vllm_fleet_sleep_wakes_total", name) == _metric(
             before, "vllm_fleet_sleep_wakes_total", name
         )
+
+
+def test_a_rollback_restarts_a_model_behind_the_controller(host, engine, keys):
+    """tasks_from rollback recreates tiny-a as recorded: it starts once tiny-b sleeps, the controller restarts
+    to read both again, and both answer through the gateway after."""
+    before = engine.api.inspect_container(container_of("tiny-a"))["Id"]
+    controller_started = engine.api.inspect_container(CONTROLLER)["State"]["StartedAt"]
+    extra = '{"vllm_server_rollback_models": ["tiny-a"], "vllm_server_rollback_restart_models": ["tiny-a"]}'
+    inventory = ansible_run.molecule_inventory()
+    result = ansible_run.run_playbook("molecule/serving/rollback.yml", inventory, "-e", extra)
+    assert result.returncode == 0, ansible_run.explain(result)
+    assert engine.api.inspect_container(container_of("tiny-a"))["Id"] != before
+    assert engine.api.inspect_container(CONTROLLER)["State"]["StartedAt"] != controller_started
+    api = openai.OpenAI(base_url=f"http://{ip_on(engine, GATEWAY)}:{HTTP_PORT}/v1", api_key=keys["alice"],
+                        max_retries=0, timeout=300)  # fmt: skip
+    for model in [*MODELS, *MODELS]:
+        assert api.completions.create(model=model, prompt="hi", max_tokens=2).usage.completion_tokens >= 1
