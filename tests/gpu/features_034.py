@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from record_034 import model_dir, run_in_group, smi_used, wait_idle  # this folder: the script's own path
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "model-configs"
@@ -248,41 +248,6 @@ finally:
 """
 
 
-def smi_used() -> str:
-    try:
-        return subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.used,memory.total,name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        ).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        return f"nvidia-smi failed: {e}"
-
-
-def model_dir(folder: str) -> Path:
-    mdir = Path("/tmp/models") / folder
-    mdir.mkdir(parents=True, exist_ok=True)
-    (mdir / "config.json").write_bytes((CONFIGS / folder / "config.json").read_bytes())
-    for side in ("generation_config.json", "hf_quant_config.json"):
-        if (CONFIGS / folder / side).is_file():
-            (mdir / side).write_bytes((CONFIGS / folder / side).read_bytes())
-    return mdir
-
-
-def wait_idle() -> str:
-    used = ""
-    for _ in range(30):  # the previous feature's memory is returned when its process group is gone
-        used = smi_used()
-        try:
-            if int(used.split(",")[0].split()[0]) < 1024:
-                break
-        except (ValueError, IndexError):
-            break
-        time.sleep(1)
-    return used
-
-
 def run_one(out: Path, name: str, limit: float, deadline: float, extra: dict) -> dict:
     mode, args = FEATURES[name]
     args = {**args, **extra.get(name, {})}
@@ -296,21 +261,9 @@ def run_one(out: Path, name: str, limit: float, deadline: float, extra: dict) ->
         f.write(f"FEATURE {name} mode={mode} model={MODEL} args={json.dumps(args)} limit={limit:.0f}s\n")
         f.write(f"NVIDIA-SMI before: {used}\n")
         f.flush()
-        p = subprocess.Popen(
-            [sys.executable, "-c", CHILD, mode, str(mdir), json.dumps(args), str(result)],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        rc = run_in_group(
+            [sys.executable, "-c", CHILD, mode, str(mdir), json.dumps(args), str(result)], f, limit
         )
-        try:
-            rc: int | str = p.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
         f.write(f"\nEXIT {rc} after {time.time() - t:.1f}s\n")
         # a killed child leaves its host KV tier in /dev/shm (vLLM unlinks it only on a clean exit)
         for left in Path("/dev/shm").glob("vllm_offload_*.mmap*"):

@@ -76,7 +76,7 @@ print(f"READY after {time.time() - t0:.1f}s", flush=True)
 """
 
 
-def smi_used():
+def smi_used() -> str:
     try:
         return subprocess.run(
             ["nvidia-smi", "--query-gpu=memory.used,memory.total,name", "--format=csv,noheader"],
@@ -88,44 +88,62 @@ def smi_used():
         return f"nvidia-smi failed: {e}"
 
 
+def model_dir(folder: str) -> Path:
+    """A folder holding the model's real config.json (and its generation/quantization side files)."""
+    mdir = Path("/tmp/models") / folder
+    mdir.mkdir(parents=True, exist_ok=True)
+    (mdir / "config.json").write_bytes((CONFIGS / folder / "config.json").read_bytes())
+    for side in ("generation_config.json", "hf_quant_config.json"):
+        if (CONFIGS / folder / side).is_file():
+            (mdir / side).write_bytes((CONFIGS / folder / side).read_bytes())
+    return mdir
+
+
+def wait_idle() -> str:
+    """nvidia-smi's line once the GPU is idle (the last start's memory is returned when its group is gone)."""
+    used = ""
+    for _ in range(30):
+        used = smi_used()
+        try:
+            if int(used.split(",")[0].split()[0]) < 1024:
+                break
+        except (ValueError, IndexError):
+            break
+        time.sleep(1)
+    return used
+
+
+def run_in_group(argv: list[str], log, limit: float) -> int | str:
+    """Run argv in its own process group, its output into log; its exit code, or "timeout" after limit
+    seconds. The whole group is killed either way: vLLM's workers must not hold the GPU for the next run."""
+    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        rc: int | str = p.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+    return rc
+
+
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     limit = float(os.environ.get("START_LIMIT_S", "240"))
     for name in sys.argv[2:]:
         folder, usage, args = STARTS[name]
-        mdir = Path("/tmp/models") / folder
-        mdir.mkdir(parents=True, exist_ok=True)
-        (mdir / "config.json").write_bytes((CONFIGS / folder / "config.json").read_bytes())
-        for side in ("generation_config.json", "hf_quant_config.json"):
-            if (CONFIGS / folder / side).is_file():
-                (mdir / side).write_bytes((CONFIGS / folder / side).read_bytes())
-        for _ in range(30):  # wait for the GPU to be idle
-            used = smi_used()
-            if used and int(used.split(",")[0].split()[0]) < 1024:
-                break
-            time.sleep(1)
+        mdir = model_dir(folder)
+        used = wait_idle()
         log = out / f"{name}.log"
         with log.open("w") as f:
             f.write(f"START {name} model={folder} usage={usage} args={json.dumps(args)}\n")
             f.write(f"NVIDIA-SMI before: {used}\n")
             f.flush()
             t = time.time()
-            p = subprocess.Popen(
-                [sys.executable, "-c", CHILD, str(mdir), usage, json.dumps(args)],
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                rc = p.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+            rc = run_in_group([sys.executable, "-c", CHILD, str(mdir), usage, json.dumps(args)], f, limit)
             f.write(f"\nEXIT {rc} after {time.time() - t:.1f}s\n")
         print(name, "rc", rc, f"{time.time() - t:.0f}s", flush=True)
 

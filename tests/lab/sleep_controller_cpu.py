@@ -22,8 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import openai
@@ -31,6 +29,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import labkit  # noqa: E402
 from features_cpu import EXTRA, MODEL, PLANNED, VERSION  # noqa: E402
 
 KEY = "lab-sleep-key-0123456789"
@@ -39,22 +38,11 @@ PORT = 8100
 IDLE = 6.0
 
 
-def sh(*args: str, check: bool = True) -> str:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if check and done.returncode:
-        raise SystemExit(f"{' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
+sh = labkit.sh
 
 
 def http(method: str, url: str, timeout: float = 30) -> tuple[int, str]:
-    req = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {KEY}"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()[:300]
-    except OSError as exc:
-        return 0, str(exc)
+    return labkit.http(method, url, KEY, timeout=timeout)
 
 
 def addr(name: str) -> str:
