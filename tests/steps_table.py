@@ -7,8 +7,8 @@ usage: python tests/steps_table.py STEPS.tsv DOCKER_EVENTS.jsonl
 
 A vLLM start is a container of the lab's vLLM image (its label io.vllm-fleet.cuda-version, kept by every
 tag and image built from it) that ran at least MIN_SERVING_S, or still ran when its step ended: what
-`vllm serve` costs, as opposed to the image's short runs (--help, download-kernels, cat). Counting them
-is what #30 asks first: where make test's time goes is mostly CPU vLLM starts.
+`vllm serve` costs, as opposed to the image's short runs (--help, download-kernels, cat): most of
+make test's time goes on CPU vLLM starts.
 """
 
 from __future__ import annotations

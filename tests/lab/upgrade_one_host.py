@@ -154,7 +154,8 @@ def gateway_errors() -> str:
         capture_output=True,
         text=True,
     )
-    return ("\n    " + (done.stdout or done.stderr).strip().replace("\n", "\n    ")) or "(empty)"
+    text = (done.stdout or done.stderr).strip()
+    return "\n    " + text.replace("\n", "\n    ") if text else "(empty)"
 
 
 def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
