@@ -61,3 +61,12 @@ find $B/site -name __pycache__ -type d -prune -exec rm -rf {} +
 rm -rf $B/parts55 && mkdir $B/parts55
 tar -C $B/site -cf - . | xz -6 -T0 -c | split -b 55m -d -a 2 - $B/parts55/b.
 ls -l $B/parts55
+# vLLM 0.34 imports the CuTe DSL on every CUDA start (kernel warm-up of its MiniMax-M3 kernels): its pin,
+# nvidia-cutlass-dsl[cu13] 4.8.0 and quack-kernels 0.6.5, ship as parts c.* (cuda-bindings comes from the host).
+rm -rf $B/cutlass $B/cutsite $B/cparts && mkdir -p $B/cutlass $B/cutsite $B/cparts
+pip download $P --platform manylinux_2_28_x86_64 -d $B/cutlass nvidia-cutlass-dsl==4.8.0 \
+  nvidia-cutlass-dsl-libs-base==4.8.0 nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0 \
+  quack-kernels==0.6.5
+for w in $B/cutlass/*.whl; do unzip -q -o "$w" -d $B/cutsite; done
+tar -C $B/cutsite -cf - . | xz -6 -T0 -c | split -b 40m -d -a 2 - $B/cparts/c.
+ls -l $B/cparts

@@ -147,12 +147,17 @@ def _args(run: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
 
 def _plan(gpu: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
     config = json.loads((CONFIGS / MODEL / "config.json").read_text())
-    options: dict[str, Any] = {"vllm_version": VLLM}
+    # features_034 starts LLM(): vLLM's offline (LLM_CLASS) scheduler defaults (16,384 tokens on an H100)
+    options: dict[str, Any] = {"vllm_version": VLLM, "workload": "batch"}
     for key in ("max_model_len", "enforce_eager", "gpu_memory_utilization"):
         if key in args:
             options[key] = args[key]
     if "speculative_config" in args:
         options["speculative"] = dict(args["speculative_config"])
+    # the run left the scheduler to vLLM: plan with vLLM's own defaults, as tests/accuracy/run.py does
+    own = plan(config, dict(gpu), options=options)["vllm_defaults"]
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        options.setdefault(key, own[key])
     return plan(config, dict(gpu), options=options)
 
 

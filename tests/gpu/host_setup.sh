@@ -16,4 +16,10 @@ if [ ! -f /tmp/site/.ok ]; then
     [ -e "/tmp/site/nvidia/$n" ] || ln -s "$d" "/tmp/site/nvidia/$n"
   done
 fi
+# vLLM 0.34's kernel warm-up imports its MiniMax-M3 kernels on every CUDA start, and they import the CuTe DSL
+# (nvidia-cutlass-dsl[cu13] 4.8.0, vLLM's pin): its own parts c.*, whose .pth a PYTHONPATH folder never runs.
+if ls /tmp/parts/c.* >/dev/null 2>&1 && [ ! -f /tmp/site/.cutlass-ok ]; then
+  cat /tmp/parts/c.* | python3 -c "import sys,tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site', filter='fully_trusted')" && touch /tmp/site/.cutlass-ok
+fi
+[ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
 ls /tmp/site/nvidia

@@ -1,4 +1,5 @@
-"""Turn a startup log recorded by record_034.py into a tests/accuracy/cases/*.json (the log's figures only).
+"""Turn a startup log recorded by record_034.py (or a features_034.py run, whose first line names its model
+and engine args) into a tests/accuracy/cases/*.json (the log's figures only).
 
 usage: python3 tests/gpu/log_to_case.py LOG GPU_NAME MEMORY_MIB > case.json
 """
@@ -32,8 +33,15 @@ def figures(text):
 def main():
     log, gpu_name, mib = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     name = log.stem
-    folder, usage, args = STARTS[name]
     text = log.read_text(errors="replace")
+    head = re.match(r"FEATURE (\S+) mode=\S+ model=(\S+) args=(\{.*\}) limit=", text)
+    if head:
+        # features_034 starts LLM() with dummy weights; a plain start of it is a start like record_034's
+        folder, usage, args = head.group(2), "offline", json.loads(head.group(3))
+        if "GPU KV cache size" in text:
+            text += "\nREADY (features_034: the engine started)"
+    else:
+        folder, usage, args = STARTS[name]
     expected = figures(text)
     lines = [
         ln.strip()
