@@ -22,7 +22,7 @@ vllm_serving_adapters_resolved(adapters, commits)  adapters pointed at the commi
 vllm_serving_lora(adapters, adapter_configs, vllm_version, root)  per model: LoRA options, modules, mounts
 vllm_serving_lora_changes(models_body, model, declared)  the adapters to load and unload at runtime
 vllm_serving_model_features(config, tokenizer_config, settings, vllm_version, name)  task, parsers, flags
-vllm_serving_kv_offload(models, memtotal_mb, vllm_version, weights, tp)  per model its KV tier in host RAM
+vllm_serving_kv_offload(models, memtotal_mb, vllm_version, weights, tp, shm)  each model's KV tier in RAM
 vllm_serving_platform_problems(images, spec)  what a CPU build of vLLM refuses of a model (sleep, KV tier)
 vllm_serving_sleep_host(models, plans, settings)  the sleep controller in front of the models that may sleep
 gateway_routes(backends, drained)                one upstream per model over the hosts serving it

@@ -453,6 +453,29 @@ def test_a_kv_tier_or_sleep_level_vllm_cannot_take_is_refused_before_any_host(se
     assert [v for _host, v in problems(fleet(g1=values)) if v != "vllm_server_vllm_version"] == []
 
 
+def test_a_fixed_tier_the_containers_shm_cannot_hold_is_refused_before_any_host():
+    served = [{"name": "m", "path": "/p", "port": 8000, "kv_offload": 32}]
+    values = {
+        "vllm_server_models": served,
+        "vllm_server_vllm_version": "0.34.0",
+        "vllm_server_ipc_mode": "private",
+    }
+    found = check(fleet(g1=values), GROUPS, CHILDREN, CAT)
+    assert [(p.variable, p.host) for p in found] == [("vllm_server_models[0].kv_offload", "g1")]
+    assert "16.0 GiB" in found[0].what and "vllm_server_shm_size to at least 33g" in found[0].fix
+    # the host's IPC (the default), room enough, an auto size, or LMCache's own memory: nothing to refuse
+    for more in (
+        {"vllm_server_ipc_mode": "host"},
+        {"vllm_server_shm_size": "40g"},
+    ):
+        assert check(fleet(g1={**values, **more}), GROUPS, CHILDREN, CAT) == []
+    for tier in ("auto", {"size": 32, "backend": "lmcache"}):
+        other = [{**served[0], "kv_offload": tier}]
+        assert check(fleet(g1={**values, "vllm_server_models": other}), GROUPS, CHILDREN, CAT) == []
+    bad = check(fleet(g1={**values, "vllm_server_shm_size": "lots"}), GROUPS, CHILDREN, CAT)
+    assert [p.variable for p in bad] == ["vllm_server_shm_size"] and "'lots'" in bad[0].what
+
+
 def test_gpu_indexes_beyond_the_host_where_its_gpus_are_known():
     served = [{"name": "m", "path": "/p", "port": 8000, "gpus": [0, 8]}]
     hosts = fleet(

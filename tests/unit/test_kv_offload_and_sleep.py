@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.kv_offload import (
     check_setting,
+    docker_bytes,
     kv_offload,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.model_features import (
@@ -46,6 +47,38 @@ def test_a_fixed_size_renders_the_native_flags_and_its_share_per_tp_rank() -> No
     # the flags and their meaning (a total over the TP ranks) as 0.32.0's help prints them
     assert "--kv-offloading-backend {lmcache,native}" in HELP
     assert "total buffer size summed across all" in HELP
+
+
+def test_outside_the_hosts_ipc_the_tier_must_fit_the_containers_shm() -> None:
+    """The native tier lives in /dev/shm (it grew 4.03 GiB for a 4 GiB tier on the lent H100, vLLM 0.34)."""
+    models = [{"name": "llama", "kv_offload": 4}]
+    args = (models, 512 * 1024, "0.34.0", {"llama": 6 * GIB}, {"llama": 1})
+    with pytest.raises(ServingError, match=r"vllm_server_shm_size gives 4.0 GiB .* at least 5g"):
+        kv_offload(*args, shm_size="4g")
+    assert kv_offload(*args, shm_size="5g")["llama"]["size_gib"] == 4
+    assert kv_offload(*args)["llama"]["size_gib"] == 4  # the host's IPC namespace: the host's /dev/shm
+    lmcache = [{"name": "llama", "kv_offload": {"size": 4, "backend": "lmcache"}}]
+    assert kv_offload(lmcache, *args[1:], shm_size="64m")["llama"]["backend"] == "lmcache"
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("16g", 16 * GIB),
+        ("512m", 512 * 1024**2),
+        ("1GiB", GIB),
+        ("2gb", 2 * GIB),
+        (1073741824, GIB),
+        ("64k", 65536),
+    ],
+)
+def test_docker_sizes_are_read_as_docker_reads_them(text: object, size: int) -> None:
+    assert docker_bytes(text) == size
+
+
+def test_a_size_docker_cannot_read_is_named() -> None:
+    with pytest.raises(ServingError, match="vllm_server_shm_size must be a Docker size.*'lots'"):
+        docker_bytes("lots")
 
 
 def test_auto_shares_what_the_os_the_page_cache_and_fixed_sizes_leave() -> None:

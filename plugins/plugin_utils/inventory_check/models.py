@@ -211,12 +211,36 @@ def _tiers(view: HostView, var: str, entry: Mapping[str, Any]) -> list[Problem]:
                 "pin a release with the flags or set backend lmcache" if "has no" in what else "fix the value"
             )
             problems.append(Problem(f"{var}.kv_offload", what.split(": ", 1)[-1], fix, view.host))
+        elif view.get("vllm_server_ipc_mode") != "host":
+            problems += _shm(view, var, value)
     level = entry.get("sleep")
     if level is not None and not has_unresolved(level):
         what = sleep.check_setting(level, f"{var}.sleep")
         if what:
             problems.append(Problem(f"{var}.sleep", what, "set sleep 1, 2 or false", view.host))
     return problems
+
+
+def _shm(view: HostView, var: str, value: Any) -> list[Problem]:
+    """A fixed native tier the container's /dev/shm (vllm_server_shm_size) cannot hold."""
+    shm_size = view.get("vllm_server_shm_size")
+    if has_unresolved(shm_size) or has_unresolved(view.get("vllm_server_ipc_mode")):
+        return []
+    try:
+        what = offload.shm_problem(value, shm_size, f"{var}.kv_offload")
+    except ServingError:
+        return [
+            Problem(
+                "vllm_server_shm_size",
+                f"{shm_size!r} is not a Docker size",
+                "give one such as 16g",
+                view.host,
+            )
+        ]
+    if not what:
+        return []
+    why, fix = what.split(": ", 1)[-1].split(" Fix: ")
+    return [Problem(f"{var}.kv_offload", why, fix, view.host)]
 
 
 def _gpu_indexes(view: HostView, var: str, entry: Mapping[str, Any], gpus: HostGpus | None) -> list[Problem]:

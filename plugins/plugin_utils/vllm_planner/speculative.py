@@ -9,7 +9,11 @@ Exports:
       the plan with the drafter: its weights taken from the KV budget, its layers in every KV block
 
 What vLLM allocates (V1, vllm/v1/spec_decode/ and GPUModelRunner.load_model / get_kv_cache_spec):
-* ngram (and suffix): proposes on the CPU from the prompt; nothing on the GPU.
+* ngram (and suffix): proposes from the prompt, with no weights and no KV layers: on the CPU (numba) before
+  0.34, on the GPU in 0.34's model runner (Triton kernels over max_num_seqs x blocks of scratch,
+  vllm/v1/worker/gpu/spec_decode/ngram/speculator.py). Measured on an H100 with 0.34.0 (Llama-3.2-3B, 3
+  tokens, tests/gpu/results/h100-0.34.0-features): the warm-up's peak rose by 1.0 GiB, 3 % of the KV cache,
+  which the plan does not count yet.
 * eagle / eagle3: the head's decoder layer(s) (``num_hidden_layers`` of its config, usually 1) and its
   ``fc`` (2 x hidden for EAGLE, 3 x hidden for EAGLE-3) are loaded with the model before the profile, so
   the profile counts them as weights; EAGLE heads share the target's embedding and (EAGLE-1) LM head,
@@ -84,7 +88,7 @@ def draft_cost(
     draft's config where its size depends on it)."""
     method = str(spec.get("method") or "draft_model")
     if method in ("ngram", "suffix"):
-        return DraftCost(method, 0, 0, 0, f"{method}: proposed on the CPU from the prompt, no GPU memory")
+        return DraftCost(method, 0, 0, 0, f"{method}: proposed from the prompt, no drafter weights or KV")
     if method == "mtp":
         layers = target.mtp_layers
         if not layers:
