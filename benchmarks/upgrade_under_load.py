@@ -630,20 +630,11 @@ class Bench:
                   "burners": burn.count if burn else 0}  # fmt: skip
         if lost:
             lost.drained_after = drained(lost.node)
-            # back in service the way the failure message says: its drain mark off, the gateways rendered
-            rc_mark, _, _ = self.adhoc(
-                "gateways", "-m", "ansible.builtin.file", "-a", f"path={DRAINED_DIR}/{lost.node} state=absent"
-            )
-            rc_gw, _, _ = self.playbook(f"{name} undrain", "playbooks/gateway.yml")
-            lost.undrained = rc_mark == 0 and rc_gw == 0 and not drained(lost.node)
+            # back in service the way the failure message says
+            rc_un, _, _ = self.playbook(f"{name} undrain", "playbooks/undrain.yml", "--limit", lost.node)
+            lost.undrained = rc_un == 0 and not drained(lost.node)
             self.wait_serving()
         return result
-
-    def adhoc(self, pattern: str, *args: str) -> tuple[int, float, str]:
-        start = time.monotonic()
-        run = subprocess.run(["ansible", "-i", str(self.inventory), pattern, *args], cwd=REPO, env=self.env,
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-        return run.returncode, time.monotonic() - start, run.stdout + run.stderr
 
 
 def drained(node: str, mark: bool = True) -> bool:
@@ -922,7 +913,7 @@ def check_host_lost(result: dict) -> list[str]:
         "stays drained on every gateway",
         f"stops here: {len(after) - 1} host(s) not reached",
         "run playbooks/upgrade.yml again",
-        f"path={DRAINED_DIR}/{lost.node} state=absent",
+        f"ansible-playbook playbooks/undrain.yml --limit {lost.node}",
     ):
         if needle not in message:
             problems.append(f"the failure message lacks {needle!r}")

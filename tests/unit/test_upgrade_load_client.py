@@ -175,10 +175,8 @@ LOST_MESSAGE = (
     "gateway), so no request goes to it, and nothing was changed on it: it still runs a. The upgrade"
     " stops here: 2 host(s) not reached (vf-up-bench-gpu2, vf-up-bench-gpu3) keep their version. "
     "Bring vf-up-bench-gpu1 back, then run playbooks/upgrade.yml again: it finishes the upgrade of "
-    "vf-up-bench-gpu1 and puts it back in service; or, to put it back in service as it is, remove "
-    "its drain mark on every gateway and render them again: ansible gateways -m ansible.builtin.file"
-    " -a 'path=/etc/nginx/vllm-fleet/drained/vf-up-bench-gpu1 state=absent' && ansible-playbook "
-    "playbooks/gateway.yml."
+    "vf-up-bench-gpu1 and puts it back in service; or, to put it back in service as it is: "
+    "ansible-playbook playbooks/undrain.yml --limit vf-up-bench-gpu1."
 )
 
 
@@ -203,7 +201,10 @@ def _lost_result(output: str = LOST_MESSAGE, rc: int = 2, **lost: object) -> dic
         (_lost_result(drained_after=False), "is not drained"),
         (_lost_result(undrained=False), "undrain command"),
         (_lost_result(LOST_MESSAGE.replace("stays drained", "is back")), "lacks 'stays drained"),
-        (_lost_result(LOST_MESSAGE.replace("state=absent", "")), "lacks 'path="),
+        (
+            _lost_result(LOST_MESSAGE.replace("--limit vf-up-bench-gpu1", "")),
+            "lacks 'ansible-playbook playbooks/undrain",
+        ),
         (_lost_result("fatal: [vf-up-bench-gpu1]: UNREACHABLE!"), "lacks 'of vf-up-bench-gpu1 ('"),
     ],
 )
