@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from record_034 import model_dir, run_in_group, smi_used, wait_idle  # this folder: the script's own path
+from record_034 import model_dir, plain_lines, run_in_group, smi_used, wait_idle  # this folder: the script's own path
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "model-configs"
@@ -270,6 +270,7 @@ def run_one(out: Path, name: str, limit: float, deadline: float, extra: dict) ->
             if left.stat().st_mtime >= t - 1:
                 f.write(f"removed {left} ({left.stat().st_size / 1e9:.2f} GB)\n")
                 left.unlink(missing_ok=True)
+    plain_lines(log)
     row: dict = {"rc": rc, "seconds": round(time.time() - t, 1), "smi_before": used}
     try:
         got = json.loads(result.read_text())

@@ -129,6 +129,13 @@ def run_in_group(argv: list[str], log, limit: float) -> int | str:
     return rc
 
 
+def plain_lines(log: Path) -> None:
+    """vLLM's progress bars end lines with a carriage return; the logs are committed, and the collection's
+    sanity test accepts only newline endings."""
+    raw = log.read_bytes()
+    log.write_bytes(raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+
+
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -145,6 +152,7 @@ def main():
             t = time.time()
             rc = run_in_group([sys.executable, "-c", CHILD, str(mdir), usage, json.dumps(args)], f, limit)
             f.write(f"\nEXIT {rc} after {time.time() - t:.1f}s\n")
+        plain_lines(log)
         print(name, "rc", rc, f"{time.time() - t:.0f}s", flush=True)
 
 
