@@ -51,9 +51,15 @@ def _gpu_spec(facts: Mapping[str, Any], nodes: int, shared: bool) -> dict[str, A
 
 
 def _doctor_planner(
-    config: Mapping[str, Any], facts: Mapping[str, Any], options: Mapping[str, Any]
+    config: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    options: Mapping[str, Any],
+    inputs: Mapping[str, Any],
 ) -> Mapping[str, Any]:
-    return vllm_planner.plan(config, vllm_planner.gpu_spec_from_facts(facts), options=options)
+    gpu = vllm_planner.gpu_spec_from_facts(
+        facts, nodes=int(inputs.get("nodes") or 1), gpus=inputs.get("gpus")
+    )
+    return _plan(config, gpu, options, inputs.get("safetensors_index"), inputs.get("weights_bytes"))
 
 
 def vllm_fleet_plan_entries(

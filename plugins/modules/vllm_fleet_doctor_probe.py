@@ -31,6 +31,9 @@ options:
       - Model folders to measure, each C({name, path}); or C({name, base, revision}) for the
         C(<root>/<org>/<name>/<revision>) layout, where the newest revision folder under C(base)
         stands in when C(revision) (a branch name) has no folder of its own.
+      - A served model may add C(adapters) (each C({name, path}) or C({name, base, revision})) and C(draft)
+        (the folder of its draft model or EAGLE head), whose C(adapter_config.json) and C(config.json) are
+        read so that the doctor plans the model as the serve stage does.
     type: list
     elements: dict
     default: []
@@ -197,7 +200,17 @@ def model_dir(spec: dict[str, Any]) -> dict[str, Any]:
         "files": 0,
         "index_total_size": None,
         "config": None,
+        "index": None,
+        "adapter_configs": {},
+        "draft_config": None,
     }
+    for adapter in spec.get("adapters") or []:
+        where = adapter.get("path") or resolve_dir(str(adapter.get("base")), str(adapter.get("revision")))[0]
+        info["adapter_configs"][str(adapter.get("name"))] = _read_json(
+            os.path.join(where, "adapter_config.json")
+        )
+    if spec.get("draft"):
+        info["draft_config"] = _read_json(os.path.join(str(spec["draft"]), "config.json"))
     if not info["exists"]:
         return info
     for root, dirs, files in os.walk(path):
@@ -216,6 +229,7 @@ def model_dir(spec: dict[str, Any]) -> dict[str, Any]:
         total = (index.get("metadata") or {}).get("total_size")
         if isinstance(total, (int, float)) and total > 0:
             info["index_total_size"] = int(total)
+        info["index"] = index  # the planner reads it as the serve stage's plan does
     config = _read_json(os.path.join(path, "config.json"))
     info["config"] = config if isinstance(config, dict) else None
     return info

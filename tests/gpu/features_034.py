@@ -22,7 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from record_034 import model_dir, plain_lines, run_in_group, smi_used, wait_idle  # this folder: the script's own path
+from record_034 import (  # this folder: the script's own path
+    model_dir,
+    plain_lines,
+    run_in_group,
+    smi_used,
+    wait_idle,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "model-configs"

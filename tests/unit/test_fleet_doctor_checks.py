@@ -34,8 +34,9 @@ def ecc(profile: str) -> list:
     return probe.parse_ecc((SMI / profile / spec["outputs"]["-q"]).read_text())
 
 
-def planner(config, gpu_facts, options):
-    return vllm_planner.plan(config, vllm_planner.gpu_spec_from_facts(gpu_facts), options=options)
+def planner(config, gpu_facts, options, inputs):
+    gpu = vllm_planner.gpu_spec_from_facts(gpu_facts, nodes=inputs["nodes"], gpus=inputs["gpus"])
+    return vllm_planner.plan(config, gpu, options=options, safetensors_index=inputs["safetensors_index"])
 
 
 def settings(**kw):

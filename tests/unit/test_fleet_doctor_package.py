@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import doctor
 
 # The names of the single-module doctor, importable from the package as before.
@@ -53,13 +54,14 @@ def test_planner_options_order() -> None:
     pinned = {"name": "m", "overrides": {"vllm_version": "0.30.0", "model_name": "served"}}
     assert doctor.planner_options(rec, pinned)["vllm_version"] == "0.30.0"
     assert doctor.planner_options(rec, pinned)["model_name"] == "served"
-    assert doctor.planner_options({}, {"name": "m"}) == {"model_name": "m"}
+    with pytest.raises(ValueError, match="vllm_server_vllm_version is empty"):
+        doctor.planner_options({}, {"name": "m"})  # the serve stage refuses a model with no release
 
 
 def test_plan_for_passes_the_merged_options() -> None:
     seen = {}
 
-    def planner(config, gpu, options):
+    def planner(config, gpu, options, inputs):
         seen.update(options)
         return {"tensor_parallel_size": 2}
 

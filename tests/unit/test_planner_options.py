@@ -284,7 +284,7 @@ def test_plan_report_and_doctor_plan_the_same_options() -> None:
 
     seen: list[dict] = []
 
-    def planner(config: Any, gpu: Any, options: dict) -> dict:
+    def planner(config: Any, gpu: Any, options: dict, inputs: dict) -> dict:
         seen.append(options)
         return {"feasible": True}
 

@@ -19,8 +19,13 @@ from typing import Any
 
 from .specs import Catalogue, load_catalogue
 
-# a default that is exactly one other variable: "{{ vllm_fleet_vllm_image }}"
-REFERENCE = re.compile(r"^\{\{\s*([a-z][a-z0-9_]*)\s*\}\}$")
+# a default that is exactly one other variable: "{{ vllm_fleet_vllm_image }}", or another role's read through
+# vllm_fleet_var:
+#   "{{ hostvars[inventory_hostname] | vllm_fleet.vllm_fleet.vllm_fleet_var('model_weights_root') }}"
+REFERENCE = re.compile(
+    r"^\{\{\s*(?:([a-z][a-z0-9_]*)|hostvars\[inventory_hostname\]\s*\|\s*(?:vllm_fleet\.vllm_fleet\.)?"
+    r"vllm_fleet_var\(\s*'([a-z][a-z0-9_]*)'\s*\))\s*\}\}$"
+)
 
 
 @lru_cache(maxsize=1)
@@ -59,4 +64,4 @@ def role_value(hvars: Mapping[str, Any] | None, name: str, catalogue: Catalogue 
             raise ValueError(
                 f"the default of {name} ({value!r}) is a template, not one variable: read it inside its role"
             )
-        name = found.group(1)
+        name = found.group(1) or found.group(2)

@@ -16,9 +16,11 @@ from typing import Any
 
 from ..fleet_serving import lora
 from ..fleet_serving.deploy import ServingError
+from ..fleet_serving.images import image_version
 from ..fleet_serving.model_features import model_features
+from ..fleet_serving.unit import unit_options
 from ..inventory_check.values import role_value
-from ..vllm_planner.options import GPU_FLAGS, cli_arguments, merge_plan_options
+from ..vllm_planner.options import GPU_FLAGS, cli_arguments
 from ..vllm_planner.versions import DEFAULT_VLLM_VERSION
 from .textable import render_table
 
@@ -189,8 +191,7 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         if not entry.get("config"):
             raise ValueError("no config.json for this model")
         out["features"] = serve_features(entry)
-        # a pooling model is planned as vLLM's pooling runner starts it; the entry's own options win
-        options = {**(out["features"] or {}).get("plan_options", {}), **(entry.get("options") or {})}
+        options = _options(entry, out["features"])
         spec = options.get("speculative")
         if isinstance(spec, Mapping) and spec.get("model") and "speculative_draft_config" not in options:
             # the head's or draft's config.json is on the hosts only: the plan goes without the drafter
@@ -221,6 +222,25 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         out["notes"].append("the safetensors index was read from a host; the command lacks it")
     out["deployments"] = _deployments(entry, plan)
     return out
+
+
+def _options(entry: Mapping[str, Any], features: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The entry's planner options, merged by the serve stage's own function (fleet_serving/unit.py) from the
+    layers normalize_entries and attach_inputs kept; an entry without them (built by hand) has its options
+    as the model's own."""
+    layers = entry.get("layers") or {
+        "model": {"name": entry.get("model"), "overrides": entry.get("options") or {}},
+        "release": {},
+    }
+    return unit_options(
+        layers["model"],
+        layers["release"],
+        layers.get("group_options"),
+        features,
+        layers.get("lora"),
+        layers.get("draft_config"),
+        int(layers.get("group_members") or 0),
+    )
 
 
 # the vllm_server_models[] keys model_features reads
@@ -470,6 +490,7 @@ ENTRY_KEYS = {
     "revision",
     "serve",
     "adapters",
+    "image",
 }
 
 
@@ -515,6 +536,7 @@ def normalize_entries(
                         {
                             "name": served.get("name"),
                             "group": group,
+                            "image": served.get("image"),
                             "model_path": served.get("path"),
                             "options": served.get("overrides") or {},
                             "gpus": len(served.get("gpus") or []) or None,
@@ -566,12 +588,23 @@ def normalize_entries(
         if isinstance(spec, Mapping) and spec.get("model"):
             # the EAGLE head's or draft model's config.json, read on the group's first host
             entry["draft_dir"] = str(spec["model"]).rstrip("/")
-        entry["options"] = merge_plan_options(
-            first.get("vllm_server_vllm_version") or settings.get("vllm_version"),
-            first.get("vllm_server_plan_options"),
-            model.get("options"),
-            entry["name"],
-        )
+        # the layers vllm_server merges (fleet_serving/unit.py); attach_inputs adds the adapters', drafter's
+        served = {"name": entry["name"], "image": model.get("image"), "overrides": model.get("options") or {}}
+        try:
+            release = image_version(
+                served,
+                role_value(first, "vllm_server_image"),
+                first.get("vllm_server_vllm_version") or settings.get("vllm_version"),
+            )
+        except ValueError as exc:
+            entry["error"] = str(exc)
+            continue
+        entry["layers"] = {
+            "model": served,
+            "release": release,
+            "group_options": first.get("vllm_server_plan_options"),
+            "group_members": 0,
+        }
         if model.get("adapters"):
             # the adapters' adapter_config.json (read on the group's first host) size LoRA as vllm_server does
             try:
@@ -584,8 +617,12 @@ def normalize_entries(
         if entry["group"] in _serving_group_names(settings.get("serving_groups")) and not model.get("nodes"):
             # a serving group is one replica over its hosts: one pipeline stage per host
             entry["nodes"] = len(hosts)
-            if len(hosts) > 1 and "pipeline_parallel_size" not in entry["options"]:
-                entry["options"] = {**entry["options"], "pipeline_parallel_size": len(hosts)}
+            entry["layers"]["group_members"] = len(hosts)
+        try:
+            entry["options"] = unit_options(**entry["layers"])
+        except ValueError as exc:
+            entry["error"] = str(exc)
+            continue
         if model.get("config"):
             entry["config_path"] = _abs(model["config"], base)
             entry["index_path"] = _abs(model.get("safetensors_index"), base)
@@ -671,9 +708,9 @@ def _tokenizer_config(got: Mapping[str, Any]) -> dict[str, Any] | None:
     return tok or None
 
 
-def lora_options(entry: Mapping[str, Any], configs: Any, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with the LoRA sizing vllm_server gives the model's adapters (max_loras, max_lora_rank),
-    under the model's own overrides as there. ``configs``: adapter name -> its adapter_config.json text."""
+def lora_launch(entry: Mapping[str, Any], configs: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The LoRA launch vllm_server gives the model's adapters (its ``options``: max_loras, max_lora_rank),
+    for the release ``options`` name. ``configs``: adapter name -> its adapter_config.json text."""
     adapters = list(entry.get("adapters") or [])
     configs = [dict(configs or {}).get(a["name"]) for a in adapters]
     missing = [a for a, c in zip(adapters, configs, strict=True) if not c]
@@ -683,10 +720,7 @@ def lora_options(entry: Mapping[str, Any], configs: Any, options: Mapping[str, A
             f"({', '.join(a['path'] for a in missing)}): download the adapters first (playbooks/weights.yml) "
             f"or fix vllm_server_models[{entry.get('name')}].adapters"
         )
-    launch = lora.launch(adapters, configs, options.get("vllm_version"))
-    sized = launch[str(entry.get("name"))]["options"]
-    overrides = entry.get("overrides") or {}
-    return {**options, **{k: v for k, v in sized.items() if k not in overrides}}
+    return lora.launch(adapters, configs, options.get("vllm_version"))[str(entry.get("name"))]
 
 
 def attach_inputs(
@@ -744,14 +778,17 @@ def attach_inputs(
             draft = _json(got.get("draft_config"))
         except ValueError:
             draft = None  # the plan then goes without the drafter, with a note
+        layers = dict(entry.get("layers") or {})
         if isinstance(draft, dict):
-            item["options"] = {**item["options"], "speculative_draft_config": draft}
+            layers["draft_config"] = draft
         if entry.get("adapters"):
             try:
-                item["options"] = lora_options(entry, got.get("adapter_configs"), item["options"])
+                layers["lora"] = lora_launch(entry, got.get("adapter_configs"), item["options"])
             except ServingError as exc:
                 item["error"] = str(exc)
                 continue
+        if layers:
+            item["layers"] = layers
         item.update(
             config=config,
             config_path=got.get("config_path") or entry.get("config_path"),

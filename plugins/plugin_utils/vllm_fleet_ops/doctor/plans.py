@@ -5,21 +5,48 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...vllm_planner.options import merge_plan_options
+from ...fleet_serving import lora
+from ...fleet_serving.images import image_version
+from ...fleet_serving.model_features import model_features
+from ...fleet_serving.unit import unit_options
 
-# Planner hook: (config, gpu_facts, options) -> plan dict. Injected so this module stays pure.
-Planner = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
+# Planner hook: (config, gpu_facts, options, inputs) -> plan dict, ``inputs`` the serve stage's other planner
+# inputs (``safetensors_index``, ``weights_bytes``, ``gpus``: the model's GPU indexes, ``nodes``). Injected so
+# this module stays pure.
+Planner = Callable[
+    [Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]
+]
+
+
+def _probed(rec: Mapping[str, Any], model: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((rec.get("probe") or {}).get("model_dirs") or {}).get(model.get("name")) or {}
+
+
+def _members(rec: Mapping[str, Any]) -> int:
+    return len((rec.get("serving_group") or {}).get("members") or [])
 
 
 def planner_options(rec: Mapping[str, Any], model: Mapping[str, Any]) -> dict[str, Any]:
-    """The options the planner gets for one served model of a host record.
-
-    The one place the doctor merges planner options: the host's ``plan_options`` (its group's
-    options), then the model's ``overrides``, then the host's ``vllm_version`` unless the options
-    already name one, then the model's name unless given.
-    """
-    return merge_plan_options(
-        rec.get("vllm_version"), rec.get("plan_options"), model.get("overrides"), model.get("name")
+    """The options the planner gets for one served model of a host record: the serve stage's merge
+    (fleet_serving/unit.py) over what the probe read on the host (config.json for the task and speculation,
+    the adapters' adapter_config.json, the drafter's config.json) and the host's serving group.
+    Raises ValueError (ServingError) where the serve stage would refuse the model."""
+    release = image_version(model, rec.get("image"), rec.get("vllm_version"))
+    info = _probed(rec, model)
+    features = None
+    if info.get("config"):
+        features = model_features(
+            info["config"], None, model, release["vllm_version"], str(model.get("name"))
+        )
+    sized = None
+    configs = info.get("adapter_configs") or {}
+    if configs and all(configs.values()):
+        found = [
+            {"model": str(model.get("name")), "name": name, "path": f"(probed) {name}"} for name in configs
+        ]
+        sized = lora.launch(found, list(configs.values()), release["vllm_version"])[str(model.get("name"))]
+    return unit_options(
+        model, release, rec.get("plan_options"), features, sized, info.get("draft_config"), _members(rec)
     )
 
 
@@ -35,7 +62,7 @@ def plan_for(
     recorded = (deployed.get("current") or {}).get("plan")
     if recorded:
         return recorded, "deployed plan"
-    info = ((rec.get("probe") or {}).get("model_dirs") or {}).get(model.get("name")) or {}
+    info = _probed(rec, model)
     config, gpu = info.get("config"), rec.get("gpu")
     if planner is None or not config or not (gpu or {}).get("present"):
         overrides = model.get("overrides") or {}
@@ -45,8 +72,14 @@ def plan_for(
             if overrides.get(k)
         }
         return (given, "overrides") if given else (None, "")
-    options = planner_options(rec, model)
     try:
-        return planner(config, gpu, options), "planned now"
+        options = planner_options(rec, model)
+        inputs = {
+            "safetensors_index": info.get("index"),
+            "weights_bytes": info.get("weights_bytes") or None,
+            "gpus": model.get("gpus") or None,
+            "nodes": _members(rec) or 1,
+        }
+        return planner(config, gpu, options, inputs), "planned now"
     except ValueError as exc:
         return {"error": str(exc)}, "planner refused the input"

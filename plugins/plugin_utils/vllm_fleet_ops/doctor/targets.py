@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...fleet_serving import lora
+from ...fleet_serving.deploy import ServingError
+
 
 def targets(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     """What to probe on one host and the skeleton of its record, from the host's variables.
@@ -12,7 +15,8 @@ def targets(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     ``host_vars``: ``host``, ``gpu_node``, ``writer``, ``storage_root``, ``served``
     (vllm_server_models), ``weights_models`` (model_weights_models), ``extra_ports``,
     ``gateway`` (``{http_port, https_port, tls}`` on gateways, else None), ``image``,
-    ``image_cuda``, ``gpu_requests``, ``plan_options``, ``vllm_version``.
+    ``image_cuda``, ``gpu_requests``, ``plan_options``, ``vllm_version``, ``adapters_root``
+    (vllm_server_adapters_root).
     Returns the record (without ``probe``/``gpu``/``deployed``) and ``probe_args``.
     """
     gpu_node, writer = bool(host_vars.get("gpu_node")), bool(host_vars.get("writer"))
@@ -49,7 +53,9 @@ def targets(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     model_dirs = [
         {"name": m["name"], "base": f"{root}/{m['repo_id']}", "revision": m["revision"]} for m in stored
     ]
-    model_dirs += [{"name": m.get("name"), "path": m.get("path")} for m in served if m.get("path")]
+    model_dirs += [
+        _served_dir(m, str(host_vars.get("adapters_root") or root)) for m in served if m.get("path")
+    ]
     ports = sorted(
         {int(m["port"]) for m in served if m.get("port") not in (None, "")} | {int(p["port"]) for p in extra}
     )
@@ -76,3 +82,24 @@ def targets(host_vars: Mapping[str, Any]) -> dict[str, Any]:
         "nvidia_smi": gpu_node,
     }
     return record
+
+
+def _served_dir(model: Mapping[str, Any], adapters_root: str) -> dict[str, Any]:
+    """The probe of a served model's folder, with its adapters' and drafter's folders: the doctor plans it
+    as the serve stage does (fleet_serving/unit.py)."""
+    out: dict[str, Any] = {"name": model.get("name"), "path": model.get("path")}
+    try:
+        found = lora.adapters([model], adapters_root)
+    except ServingError:
+        found = []  # validate names a bad adapter list; the model is then planned without adapters
+    if found:
+        out["adapters"] = [
+            {"name": a["name"], "path": a["path"]}
+            if not a["ref"]
+            else {"name": a["name"], "base": a["path"].rsplit("/", 1)[0], "revision": a["revision"]}
+            for a in found
+        ]
+    spec = model.get("speculative")
+    if isinstance(spec, Mapping) and spec.get("model"):
+        out["draft"] = str(spec["model"]).rstrip("/")
+    return out
