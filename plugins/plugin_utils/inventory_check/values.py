@@ -6,8 +6,8 @@ variable (the doctor probing what vllm_server will run, the rollout gate reachin
 containers) therefore asks :func:`role_value`: the host's value, else the default in the owning role's
 ``defaults/main.yml``, following defaults that name another variable (``vllm_server_image:
 "{{ vllm_fleet_vllm_image }}"``). Nobody restates a default, so changing it in its role changes it for
-every reader (tests/unit/test_role_defaults.py fails on a ``| default(<literal>)`` of another role's
-variable).
+every reader (tests/unit/plugins/plugin_utils/inventory_check/test_role_defaults.py fails on a
+``| default(<literal>)`` of another role's variable).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ short_description: Overlay simulated facts on a host's facts (tests only)
 description:
   - Returns its C(facts) argument as C(ansible_facts), so a test play can run the host preparation
     roles' checks as if the host were another OS or had other GPUs. Changes nothing on the host.
-    Used by tests/unit/test_hosts_preflight.py only; never by a production play.
+    Used by tests/unit/roles/test_hosts_preflight.py only; never by a production play.
 options:
   facts:
     description: Facts to set, without the C(ansible_) prefix.
