@@ -31,7 +31,7 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class DockerClient:
-    """Just what the watchdog needs: inspect and restart (unpausing first)."""
+    """Just what the watchdog needs: inspect, start, and restart (unpausing first)."""
 
     def __init__(self, socket_path: str = "/var/run/docker.sock", timeout: float = 60.0) -> None:
         self.socket_path = socket_path.removeprefix("unix://")
@@ -55,6 +55,12 @@ class DockerClient:
         if status != 200:
             raise DockerError(f"inspect {name}: HTTP {status} {body[:200]!r}")
         return json.loads(body)
+
+    def start(self, name: str) -> None:
+        """Start a stopped container (one already running is left as it is)."""
+        status, body = self.request("POST", f"/containers/{urllib.parse.quote(name)}/start", 60)
+        if status not in (204, 304):
+            raise DockerError(f"start {name}: HTTP {status} {body[:200]!r}")
 
     def restart(self, name: str, stop_timeout: int) -> None:
         """Restart a container; a paused one is unpaused first (Docker cannot stop a paused container)."""

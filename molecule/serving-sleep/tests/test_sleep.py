@@ -140,3 +140,38 @@ def test_a_rollback_restarts_a_model_behind_the_controller(host, engine, keys):
                         max_retries=0, timeout=300)  # fmt: skip
     for model in [*MODELS, *MODELS]:
         assert api.completions.create(model=model, prompt="hi", max_tokens=2).usage.completion_tokens >= 1
+
+
+def test_after_a_reboot_the_watchdog_starts_them_one_at_a_time(host, engine, keys):
+    """Docker does not restart a model that may sleep (no restart policy: after a reboot it would start them
+    all at once, each vLLM asking for the GPU memory its plan gives it). With both stopped, as after a reboot,
+    the watchdog starts one per pass once the other answers and sleeps, then restarts the controller."""
+    for name in MODELS:
+        attrs = engine.api.inspect_container(container_of(name))
+        assert attrs["HostConfig"]["RestartPolicy"]["Name"] == "no", name
+        engine.containers.get(container_of(name)).stop(timeout=30)
+    controller_started = engine.api.inspect_container(CONTROLLER)["State"]["StartedAt"]
+
+    def healthy(port: int) -> bool:
+        url = f"http://127.0.0.1:{port + 10000}/health"
+        code = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
+        return engine.containers.get(GPU).exec_run(["python3", "-c", code]).exit_code == 0
+
+    seen = []
+    deadline = time.monotonic() + 1500
+    while time.monotonic() < deadline:
+        host.check_output("systemctl start vllm-fleet-watchdog.service")
+        running = {n: engine.api.inspect_container(container_of(n))["State"]["Running"] for n in MODELS}
+        up = {n: running[n] and healthy(p) for n, p in MODELS.items()}
+        starting = [n for n in MODELS if running[n] and not up[n]]
+        seen.append(starting)
+        assert len(starting) <= 1, seen  # never two vLLMs loading at once
+        restarted = engine.api.inspect_container(CONTROLLER)["State"]["StartedAt"] != controller_started
+        if all(up.values()) and restarted:
+            break
+        time.sleep(5)
+    assert all(up.values()) and restarted, seen
+    api = openai.OpenAI(base_url=f"http://{ip_on(engine, GATEWAY)}:{HTTP_PORT}/v1", api_key=keys["alice"],
+                        max_retries=0, timeout=300)  # fmt: skip
+    for model in [*MODELS, *MODELS]:
+        assert api.completions.create(model=model, prompt="hi", max_tokens=2).usage.completion_tokens >= 1

@@ -12,6 +12,10 @@ at runtime, which a restart drops) gets the ones its /v1/models lacks loaded aga
 per container start: adapters the playbook unloads on purpose stay unloaded. A follower of a
 serving group (``check: running``) serves no HTTP: its check is its running, unpaused container
 (its rank 0's completions probe the replica), so a dead follower shows as not_running here.
+Models that may sleep (``sleep``) share their GPUs and have no Docker restart policy: Docker would
+start them all at once after a reboot, and each vLLM refuses to start into less free GPU memory than
+its plan gives it. The watchdog starts a stopped one itself, one per pass, once every other one
+answers and has been put to sleep, then restarts the sleep controller so it reads them again.
 
 Usage: vllm_fleet_watchdog.py --config /etc/vllm-fleet/watchdog.json
 Python 3 standard library only; the Docker client is vllm_fleet_docker_api.py beside this file.
@@ -189,6 +193,113 @@ def decide(
     return state, outcome, state["consecutive_failures"] >= threshold
 
 
+# --- models that may sleep: started one at a time ------------------------------------------------------
+def sleep_step(
+    sleepers: list[dict[str, Any]],
+    infos: dict[str, dict[str, Any] | None],
+    healthy: Callable[[dict[str, Any]], bool],
+    maintenance: Callable[[str], bool],
+    pending: bool,
+) -> dict[str, Any]:
+    """What to do this pass for the models that may sleep (targets with ``sleep``, in declared order).
+
+    ``infos``: container -> Docker's inspect (None: missing); ``healthy(target)``: its vLLM answers
+    /health on its loopback port; ``pending``: one was started and the controller not restarted since.
+    ``{"action": "start", "start": target, "sleep": [targets]}`` puts the running ones to sleep and starts
+    the first stopped one; ``wait`` (one is still starting); ``controller`` (every one runs and answers
+    after a start: the controller restarts to read them); ``none``. A container never started (the role
+    creates it and starts it itself) or under maintenance (a rollout, an operator) is left alone.
+    """
+    running, stopped = [], []
+    for target in sleepers:
+        info = infos.get(target["container"])
+        if info is None or maintenance(target["container"]):
+            continue
+        state = info.get("State") or {}
+        if state.get("Running") or state.get("Paused"):
+            running.append(target)
+        elif parse_docker_time(state.get("StartedAt")) is not None:
+            stopped.append(target)
+    waiting = [t for t in running if not healthy(t)]
+    if waiting:
+        return {"action": "wait", "starting": waiting}
+    if stopped:
+        return {"action": "start", "start": stopped[0], "sleep": running}
+    return {"action": "controller" if pending and running else "none"}
+
+
+def backend_health(target: dict[str, Any], timeout: float) -> bool:
+    """The vLLM behind the sleep controller answers /health on its loopback port (without waking it)."""
+    try:
+        with urllib.request.urlopen(f"{target['sleep']['url']}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def put_to_sleep(target: dict[str, Any], timeout: float) -> str:
+    """POST /sleep to one vLLM; vLLM answers at once for one already asleep."""
+    sleep = target["sleep"]
+    request = urllib.request.Request(
+        f"{sleep['url']}/sleep?level={int(sleep['level'])}",
+        method="POST",
+        headers={"Authorization": f"Bearer {target.get('api_key', '')}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=max(timeout, 120.0)) as resp:
+            return f"HTTP {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (OSError, ValueError) as exc:
+        return f"error {exc!r}"
+
+
+def run_sleepers(
+    cfg: dict[str, Any],
+    memo: dict[str, Any],
+    *,
+    docker: Any,
+    healthy: Callable[[dict[str, Any]], bool],
+    asleep: Callable[[dict[str, Any]], str],
+    maintenance: Callable[[str], bool],
+    log: Callable[[str], None],
+) -> None:
+    """One pass of :func:`sleep_step`, done. ``memo`` (the state file's ``_sleep``): whether a start awaits
+    the controller's restart; returns it updated."""
+    memo = dict(memo)
+    sleepers = [t for t in cfg["targets"] if t.get("sleep")]
+    infos: dict[str, dict[str, Any] | None] = {}
+    for target in sleepers:
+        try:
+            infos[target["container"]] = docker.inspect(target["container"])
+        except (OSError, RuntimeError, ValueError) as exc:
+            log(f"model={target['model']} container={target['container']} action=sleep_start reason={exc!r}")
+            return memo
+    step = sleep_step(sleepers, infos, healthy, maintenance, bool(memo.get("pending")))
+    if step["action"] == "start":
+        for target in step["sleep"]:
+            result = asleep(target)
+            log(f"model={target['model']} container={target['container']} action=sleep result={result}")
+        target = step["start"]
+        try:
+            docker.start(target["container"])
+            memo["pending"] = True
+            log(f"model={target['model']} container={target['container']} action=start (the others asleep)")
+        except (OSError, RuntimeError) as exc:
+            log(f"model={target['model']} container={target['container']} action=start_failed reason={exc!r}")
+    elif step["action"] == "wait":
+        names = ",".join(t["model"] for t in step["starting"])
+        log(f"models={names} action=sleep_start outcome=waiting (not answering yet)")
+    elif step["action"] == "controller" and cfg.get("sleep_controller"):
+        try:
+            docker.restart(cfg["sleep_controller"], int(cfg["restart_stop_timeout"]))
+            memo["pending"] = False
+            log(f"container={cfg['sleep_controller']} action=restart (models that may sleep started)")
+        except (OSError, RuntimeError) as exc:
+            log(f"container={cfg['sleep_controller']} action=restart_failed reason={exc!r}")
+    return memo
+
+
 # --- metrics -------------------------------------------------------------------------------------------
 METRICS = (
     ("vllm_watchdog_up", "gauge", "1 when the last inference check succeeded.", "up"),
@@ -268,8 +379,11 @@ def run_once(
     log: Callable[[str], None] = print,
     maintenance: Callable[[str], bool] | None = None,
     restore: Callable[[dict[str, Any], float], list[tuple[str, str]]] = restore_adapters,
+    sleep_health: Callable[[dict[str, Any], float], bool] = backend_health,
+    sleep_put: Callable[[dict[str, Any], float], str] = put_to_sleep,
 ) -> dict[str, dict[str, Any]]:
-    """Check every target once; restart where needed. Returns the new states (by container)."""
+    """Check every target once; restart where needed; start a stopped model that may sleep once the
+    others sleep. Returns the new states (by container, and ``_sleep``)."""
     cfg = {**DEFAULTS, **config}
     if maintenance is None:
 
@@ -343,6 +457,17 @@ def run_once(
                 state["restart_failures_total"] += 1
                 log(f"model={target['model']} container={container} action=restart_failed reason={exc!r}")
         new_states[container] = state
+    if any(t.get("sleep") for t in cfg["targets"]):
+        timeout = float(cfg["timeout"])
+        new_states["_sleep"] = run_sleepers(
+            cfg,
+            dict(states.get("_sleep") or {}),
+            docker=docker,
+            healthy=lambda t: sleep_health(t, timeout),
+            asleep=lambda t: sleep_put(t, timeout),
+            maintenance=maintenance,
+            log=log,
+        )
     return new_states
 
 

@@ -579,3 +579,138 @@ def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None
         "rank": 1,
         "startup_grace": 600,
     }
+
+
+# --- models that may sleep: started one at a time (#28: no two vLLMs start into the same GPU memory) ---
+NEVER = {"State": {"Running": False, "Paused": False, "StartedAt": "0001-01-01T00:00:00Z"}}
+
+
+def _sleeper(name: str) -> dict:
+    return {
+        "model": name,
+        "container": f"vllm-{name}",
+        "check": "running",
+        "api_key": "k",
+        "sleep": {"url": f"http://127.0.0.1:1800{name[-1]}", "level": 1},
+    }
+
+
+SLEEPERS = [_sleeper("s1"), _sleeper("s2"), _sleeper("s3")]
+
+
+class SleepHost:
+    """Docker and the vLLMs behind the sleep controller of one host, as the watchdog sees them."""
+
+    def __init__(self, states: dict[str, dict | None]) -> None:
+        self.info = states
+        self.healthy: set[str] = set()
+        self.asleep: list[str] = []
+        self.calls: list[str] = []
+
+    def inspect(self, name: str) -> dict | None:
+        return self.info.get(name)
+
+    def start(self, name: str) -> None:
+        self.calls.append(f"start {name}")
+        self.info[name] = RUNNING  # starting: it answers /health once its vLLM is up
+
+    def restart(self, name: str, stop_timeout: int) -> None:
+        self.calls.append(f"restart {name}")
+
+    def health(self, target: dict, timeout: float) -> bool:
+        return target["container"] in self.healthy
+
+    def sleep(self, target: dict, timeout: float) -> str:
+        self.asleep.append(target["container"])
+        return "HTTP 200"
+
+
+def _pass(host: SleepHost, states: dict, maintenance: set[str] = frozenset()) -> dict:
+    return wd.run_once(
+        {"targets": SLEEPERS, "sleep_controller": "vllm-sleepd"},
+        states,
+        docker=host,
+        check=lambda t, timeout: OK,
+        now=lambda: NOW,
+        log=lambda line: None,
+        maintenance=lambda c: c in maintenance,
+        sleep_health=host.health,
+        sleep_put=host.sleep,
+    )
+
+
+def test_after_a_reboot_the_models_that_may_sleep_start_one_at_a_time_the_others_asleep() -> None:
+    host = SleepHost({t["container"]: EXITED for t in SLEEPERS})  # Docker started none of them
+    states: dict = {}
+    states = _pass(host, states)
+    assert host.calls == ["start vllm-s1"] and host.asleep == []
+    states = _pass(host, states)  # s1 still loading: nothing else starts
+    assert host.calls == ["start vllm-s1"]
+    host.healthy.add("vllm-s1")
+    states = _pass(host, states)
+    assert host.calls[-1] == "start vllm-s2" and host.asleep == ["vllm-s1"]
+    host.healthy.add("vllm-s2")
+    states = _pass(host, states)
+    assert host.calls[-1] == "start vllm-s3" and host.asleep == ["vllm-s1", "vllm-s1", "vllm-s2"]
+    host.healthy.add("vllm-s3")
+    states = _pass(host, states)  # all up: the controller reads them again, once
+    assert host.calls[-1] == "restart vllm-sleepd"
+    states = _pass(host, states)
+    assert host.calls.count("restart vllm-sleepd") == 1 and len(host.calls) == 4
+    assert states["_sleep"] == {"pending": False}
+
+
+def test_a_never_started_or_maintained_sleeper_is_left_to_the_role_and_the_rollout() -> None:
+    host = SleepHost({"vllm-s1": NEVER, "vllm-s2": EXITED, "vllm-s3": None})
+    _pass(host, {}, maintenance={"vllm-s2"})
+    assert host.calls == []  # s1: the role starts it; s2: a rollout holds it; s3: missing
+    _pass(host, {})
+    assert host.calls == ["start vllm-s2"]
+
+
+def test_hosts_without_models_that_may_sleep_keep_their_state_as_before() -> None:
+    states = _run({}, FakeDocker(RUNNING), OK, [])
+    assert "_sleep" not in states
+
+
+def test_the_docker_client_starts_a_container_over_the_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "docker.sock")
+    engine = _UnixHTTPServer(path, _FakeEngine)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    _FakeEngine.calls = []
+    try:
+        wd.DockerClient("unix://" + path).start("vllm-tiny")
+    finally:
+        engine.shutdown()
+        engine.server_close()
+    assert _FakeEngine.calls == ["POST /containers/vllm-tiny/start"]
+
+
+def test_the_watchdog_configuration_gives_a_sleeper_its_loopback_vllm_and_the_controller() -> None:
+    import jinja2
+
+    path = ROOT / "roles" / "vllm_server" / "templates" / "etc" / "vllm-fleet" / "watchdog.json.j2"
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters.update(to_json=lambda v, **kw: json.dumps(v, **kw), comment=lambda v, **kw: f"# {v}")
+    spec = {
+        "name": "s1",
+        "container": "vllm-s1",
+        "ready_timeout": 600,
+        "sleep_level": 2,
+        "sleep_backend": {"host": "127.0.0.1", "port": 18000, "url": "http://127.0.0.1:18000"},
+    }
+    values = {
+        "ansible_managed": "managed",
+        "vllm_server_watchdog_timeout": 5,
+        "vllm_server_watchdog_failures": 3,
+        "vllm_server_stop_timeout": 60,
+        "vllm_server_docker_socket": "/var/run/docker.sock",
+        "__vllm_server_state_dir": "/var/lib/vllm-fleet",
+        "vllm_server_watchdog_textfile_dir": "/tmp",
+        "__vllm_server_maintenance_dir": "/run/vllm-fleet/maintenance",
+        "vllm_fleet_api_key": "k",
+        "__vllm_server_sleep": {"container": {"name": "vllm-sleepd"}},
+    }
+    config = json.loads(env.from_string(path.read_text()).render(**values, __vllm_server_specs=[spec]))
+    assert config["sleep_controller"] == "vllm-sleepd"
+    assert config["targets"][0]["sleep"] == {"url": "http://127.0.0.1:18000", "level": 2}
