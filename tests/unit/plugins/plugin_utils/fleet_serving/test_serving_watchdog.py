@@ -530,7 +530,8 @@ def test_a_paused_follower_counts_as_failed() -> None:
     assert states["gpu2-vllm-tiny"]["consecutive_failures"] == 1
 
 
-def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None:
+def _watchdog_config(specs: list[dict], **extra: Any) -> dict:
+    """The role's watchdog.json rendered for ``specs`` (Ansible's filters as plain functions)."""
     import jinja2
 
     path = ROOT / "roles" / "vllm_server" / "templates" / "etc" / "vllm-fleet" / "watchdog.json.j2"
@@ -540,16 +541,6 @@ def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None
         comment=lambda v, **kw: f"# {v}",
         bool=lambda v: str(v).lower() in ("true", "1", "yes"),
     )
-    spec = {"name": "tiny", "ready_timeout": 600, "adapters": [], "lora_runtime": False}
-    leader = {**spec, "container": "gpu1-vllm-tiny", "url": "http://10.0.0.1:8000", "role": "leader"}
-    follower = {
-        **spec,
-        "container": "gpu2-vllm-tiny",
-        "url": "",
-        "role": "follower",
-        "group": "pair",
-        "rank": 1,
-    }
     values = {
         "ansible_managed": "managed",
         "vllm_server_watchdog_timeout": 5,
@@ -561,13 +552,24 @@ def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None
         "__vllm_server_maintenance_dir": "/run/vllm-fleet/maintenance",
         "vllm_fleet_api_key": "k",
     }
+    return json.loads(env.from_string(path.read_text()).render(**values, **extra, __vllm_server_specs=specs))
+
+
+def test_the_watchdog_configuration_checks_a_follower_by_its_container() -> None:
+    spec = {"name": "tiny", "ready_timeout": 600, "adapters": [], "lora_runtime": False}
+    leader = {**spec, "container": "gpu1-vllm-tiny", "url": "http://10.0.0.1:8000", "role": "leader"}
+    follower = {
+        **spec,
+        "container": "gpu2-vllm-tiny",
+        "url": "",
+        "role": "follower",
+        "group": "pair",
+        "rank": 1,
+    }
     for specs in ([leader, follower], [follower], [leader]):
-        config = json.loads(env.from_string(path.read_text()).render(**values, __vllm_server_specs=specs))
-        by_container = {t["container"]: t for t in config["targets"]}
+        by_container = {t["container"]: t for t in _watchdog_config(specs)["targets"]}
         assert sorted(by_container) == sorted(s["container"] for s in specs)
-    config = json.loads(
-        env.from_string(path.read_text()).render(**values, __vllm_server_specs=[leader, follower])
-    )
+    config = _watchdog_config([leader, follower])
     first, second = config["targets"]
     assert first["url"] == "http://10.0.0.1:8000" and "check" not in first
     # the follower: checked by its container, no URL to ask and no key
@@ -687,11 +689,6 @@ def test_the_docker_client_starts_a_container_over_the_socket(tmp_path: Path) ->
 
 
 def test_the_watchdog_configuration_gives_a_sleeper_its_loopback_vllm_and_the_controller() -> None:
-    import jinja2
-
-    path = ROOT / "roles" / "vllm_server" / "templates" / "etc" / "vllm-fleet" / "watchdog.json.j2"
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters.update(to_json=lambda v, **kw: json.dumps(v, **kw), comment=lambda v, **kw: f"# {v}")
     spec = {
         "name": "s1",
         "container": "vllm-s1",
@@ -699,18 +696,7 @@ def test_the_watchdog_configuration_gives_a_sleeper_its_loopback_vllm_and_the_co
         "sleep_level": 2,
         "sleep_backend": {"host": "127.0.0.1", "port": 18000, "url": "http://127.0.0.1:18000"},
     }
-    values = {
-        "ansible_managed": "managed",
-        "vllm_server_watchdog_timeout": 5,
-        "vllm_server_watchdog_failures": 3,
-        "vllm_server_stop_timeout": 60,
-        "vllm_server_docker_socket": "/var/run/docker.sock",
-        "__vllm_server_state_dir": "/var/lib/vllm-fleet",
-        "vllm_server_watchdog_textfile_dir": "/tmp",
-        "__vllm_server_maintenance_dir": "/run/vllm-fleet/maintenance",
-        "vllm_fleet_api_key": "k",
-        "__vllm_server_sleep": {"container": {"name": "vllm-sleepd"}},
-    }
-    config = json.loads(env.from_string(path.read_text()).render(**values, __vllm_server_specs=[spec]))
+    config = _watchdog_config([spec], __vllm_server_sleep={"container": {"name": "vllm-sleepd"}})
     assert config["sleep_controller"] == "vllm-sleepd"
     assert config["targets"][0]["sleep"] == {"url": "http://127.0.0.1:18000", "level": 2}
+    assert _watchdog_config([])["sleep_controller"] == ""  # no model sleeps: no controller to restart
