@@ -198,13 +198,13 @@ def sleep_step(
     sleepers: list[dict[str, Any]],
     infos: dict[str, dict[str, Any] | None],
     healthy: Callable[[dict[str, Any]], bool],
-    maintenance: Callable[[str], bool],
     pending: bool,
 ) -> dict[str, Any]:
     """What to do this pass for the models that may sleep (targets with ``sleep``, in declared order).
 
-    ``infos``: container -> Docker's inspect (None: missing); ``healthy(target)``: its vLLM answers
-    /health on its loopback port; ``pending``: one was started and the controller not restarted since.
+    ``infos``: container -> Docker's inspect (None: missing, or not read: under maintenance);
+    ``healthy(target)``: its vLLM answers /health on its loopback port; ``pending``: one was started and
+    the controller not restarted since.
     ``{"action": "start", "start": target, "sleep": [targets]}`` puts the running ones to sleep and starts
     the first stopped one; ``wait`` (one is still starting); ``controller`` (every one runs and answers
     after a start: the controller restarts to read them); ``none``. A container never started (the role
@@ -213,7 +213,7 @@ def sleep_step(
     running, stopped = [], []
     for target in sleepers:
         info = infos.get(target["container"])
-        if info is None or maintenance(target["container"]):
+        if info is None:
             continue
         state = info.get("State") or {}
         if state.get("Running") or state.get("Paused"):
@@ -257,25 +257,21 @@ def put_to_sleep(target: dict[str, Any], timeout: float) -> str:
 def run_sleepers(
     cfg: dict[str, Any],
     memo: dict[str, Any],
+    infos: dict[str, dict[str, Any] | None],
     *,
     docker: Any,
     healthy: Callable[[dict[str, Any]], bool],
     asleep: Callable[[dict[str, Any]], str],
-    maintenance: Callable[[str], bool],
     log: Callable[[str], None],
-) -> None:
-    """One pass of :func:`sleep_step`, done. ``memo`` (the state file's ``_sleep``): whether a start awaits
-    the controller's restart; returns it updated."""
+) -> dict[str, Any]:
+    """One pass of :func:`sleep_step`, done, on the inspections of this pass (``infos``: container -> its
+    inspect; absent where Docker could not be read, and then nothing is started). ``memo`` (the state file's
+    ``_sleep``): whether a start awaits the controller's restart; returns it updated."""
     memo = dict(memo)
     sleepers = [t for t in cfg["targets"] if t.get("sleep")]
-    infos: dict[str, dict[str, Any] | None] = {}
-    for target in sleepers:
-        try:
-            infos[target["container"]] = docker.inspect(target["container"])
-        except (OSError, RuntimeError, ValueError) as exc:
-            log(f"model={target['model']} container={target['container']} action=sleep_start reason={exc!r}")
-            return memo
-    step = sleep_step(sleepers, infos, healthy, maintenance, bool(memo.get("pending")))
+    if any(t["container"] not in infos for t in sleepers):
+        return memo  # the pass logged why Docker could not be read
+    step = sleep_step(sleepers, infos, healthy, bool(memo.get("pending")))
     if step["action"] == "start":
         for target in step["sleep"]:
             result = asleep(target)
@@ -391,6 +387,7 @@ def run_once(
             return os.path.exists(os.path.join(cfg["maintenance_dir"], container))
 
     new_states: dict[str, dict[str, Any]] = {}
+    infos: dict[str, dict[str, Any] | None] = {}  # this pass's inspections (None: missing or not read)
     for target in cfg["targets"]:
         container = target["container"]
         threshold = int(target.get("failures_before_restart", cfg["failures_before_restart"]))
@@ -411,6 +408,7 @@ def run_once(
                     if target.get("check") == "running"
                     else check(target, float(cfg["timeout"]))
                 )
+        infos[container] = info
         state, outcome, restart = decide(
             states.get(container, {}),
             now=now(),
@@ -462,10 +460,10 @@ def run_once(
         new_states["_sleep"] = run_sleepers(
             cfg,
             dict(states.get("_sleep") or {}),
+            infos,
             docker=docker,
             healthy=lambda t: sleep_health(t, timeout),
             asleep=lambda t: sleep_put(t, timeout),
-            maintenance=maintenance,
             log=log,
         )
     return new_states

@@ -700,3 +700,17 @@ def test_the_watchdog_configuration_gives_a_sleeper_its_loopback_vllm_and_the_co
     assert config["sleep_controller"] == "vllm-sleepd"
     assert config["targets"][0]["sleep"] == {"url": "http://127.0.0.1:18000", "level": 2}
     assert _watchdog_config([])["sleep_controller"] == ""  # no model sleeps: no controller to restart
+
+
+def test_no_sleeper_starts_while_docker_cannot_say_what_runs() -> None:
+    host = SleepHost({t["container"]: EXITED for t in SLEEPERS})
+    inspect = host.inspect
+
+    def flaky(name: str) -> dict | None:
+        if name == "vllm-s3":
+            raise RuntimeError("HTTP 500")
+        return inspect(name)
+
+    host.inspect = flaky
+    states = _pass(host, {})
+    assert host.calls == [] and states["vllm-s3"]["outcome"] == "error"
