@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan  # noqa: E402
 
 TARGET_SECONDS = 2.0
 CONFIGS = ROOT / "tests" / "data" / "model-configs"

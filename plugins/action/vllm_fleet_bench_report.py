@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops.report_cli import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops.report_cli import (
     write_report,
 )
 

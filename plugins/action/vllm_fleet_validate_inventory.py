@@ -1,7 +1,7 @@
 """Action plugin: check the whole inventory on the control node (see the module's documentation).
 
 Only the rendering of each host's values lives here (it needs Ansible's templar); the checks are the pure
-plugin_utils/inventory_check package.
+plugin_utils/fleet_validate package.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import ansible.errors
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import load_extra_vars
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_validate import (
     GPU_PROFILE_VAR,
     REMOVED,
     Unresolved,

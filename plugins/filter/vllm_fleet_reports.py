@@ -1,4 +1,4 @@
-"""Operations filters: thin shims over plugin_utils/vllm_fleet_ops (documented in the sidecar YAML files).
+"""Operations filters: thin shims over plugin_utils/fleet_ops (documented in the sidecar YAML files).
 
 vllm_fleet_plan_entries(models, gpu_groups, hostvars, settings)  (group, model) pairs and metadata sources
 vllm_fleet_plan_follow_refs(entries, answers)          entries pointed at the revision a branch resolved to
@@ -22,8 +22,8 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import fleet_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import (
     bench,
     doctor,
     plan_report,
@@ -37,7 +37,7 @@ def _plan(
     index: Any,
     weights_bytes: Any,
 ) -> dict[str, Any]:
-    return vllm_planner.plan(
+    return fleet_planner.plan(
         config,
         gpu,
         safetensors_index=index,
@@ -47,7 +47,7 @@ def _plan(
 
 
 def _gpu_spec(facts: Mapping[str, Any], nodes: int, shared: bool) -> dict[str, Any]:
-    return vllm_planner.gpu_spec_from_facts(facts, nodes=nodes, shared=shared)
+    return fleet_planner.gpu_spec_from_facts(facts, nodes=nodes, shared=shared)
 
 
 def _doctor_planner(
@@ -56,7 +56,7 @@ def _doctor_planner(
     options: Mapping[str, Any],
     inputs: Mapping[str, Any],
 ) -> Mapping[str, Any]:
-    gpu = vllm_planner.gpu_spec_from_facts(
+    gpu = fleet_planner.gpu_spec_from_facts(
         facts, nodes=int(inputs.get("nodes") or 1), gpus=inputs.get("gpus")
     )
     return _plan(config, gpu, options, inputs.get("safetensors_index"), inputs.get("weights_bytes"))

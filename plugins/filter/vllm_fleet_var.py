@@ -1,6 +1,6 @@
 """vllm_fleet_var(hostvars[host], name): a role's variable as a host has it, else the role's default.
 
-A thin shim over plugins/plugin_utils/inventory_check/values.py: roles read another role's variable
+A thin shim over plugins/plugin_utils/fleet_validate/values.py: roles read another role's variable
 through it rather than restating the default (``| default('/var/run/docker.sock')``).
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check.values import role_value
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_validate.values import role_value
 
 
 def fleet_var(hostvars: Mapping[str, Any] | None, name: str) -> Any:

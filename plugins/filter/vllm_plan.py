@@ -1,4 +1,4 @@
-"""Planner filters: thin shims over plugin_utils/vllm_planner (documented in the sidecar YAML files).
+"""Planner filters: thin shims over plugin_utils/fleet_planner (documented in the sidecar YAML files).
 
 vllm_fleet_plan(model_config, gpu, options, safetensors_index, weights_bytes)  the launch plan
 vllm_fleet_gpu_spec(nvidia_gpu_facts, nodes, shared, gpus)                     planner GPU dict from facts
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import vllm_planner
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import mig
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import fleet_planner
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import mig
 
 
 def _short(value: Any) -> str:
@@ -28,14 +28,14 @@ def vllm_fleet_plan(
     try:
         if weights_bytes is not None and not isinstance(weights_bytes, bool):
             weights_bytes = int(weights_bytes)
-        return vllm_planner.plan(
+        return fleet_planner.plan(
             model_config,
             gpu,
             safetensors_index=safetensors_index,
             weights_bytes=weights_bytes,
             options=options,
         )
-    except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
+    except (fleet_planner.PlanInputError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(
             f"vllm_fleet_plan: {exc} (gpu={_short(gpu)}, options={_short(options)})"
         ) from exc
@@ -53,8 +53,8 @@ def vllm_fleet_gpu_spec(
         n = int(nodes)
         if n < 1:
             raise ValueError(f"nodes: must be >= 1, got {nodes!r}")
-        return vllm_planner.gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared), gpus=gpus)
-    except (vllm_planner.PlanInputError, TypeError, ValueError) as exc:
+        return fleet_planner.gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared), gpus=gpus)
+    except (fleet_planner.PlanInputError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"vllm_fleet_gpu_spec: {exc} (value={_short(nvidia_gpu_facts)})") from exc
 
 
@@ -62,7 +62,7 @@ def vllm_fleet_mig_gpu_spec(mig_target: Any) -> dict[str, Any]:
     """The planner's gpu dict of one MIG GPU instance; see vllm_fleet_mig_gpu_spec.yml."""
     try:
         return mig.mig_gpu_spec(mig_target)
-    except (vllm_planner.PlanInputError, TypeError, ValueError, AttributeError) as exc:
+    except (fleet_planner.PlanInputError, TypeError, ValueError, AttributeError) as exc:
         raise AnsibleFilterError(f"vllm_fleet_mig_gpu_spec: {exc} (value={_short(mig_target)})") from exc
 
 
@@ -76,8 +76,8 @@ def vllm_fleet_plan_options(
 ) -> dict[str, Any]:
     """One model's planner options from the fleet's layers; see vllm_fleet_plan_options.yml."""
     try:
-        return vllm_planner.merge_plan_options(vllm_version, group_options, model_options, model_name)
-    except vllm_planner.PlanInputError as exc:
+        return fleet_planner.merge_plan_options(vllm_version, group_options, model_options, model_name)
+    except fleet_planner.PlanInputError as exc:
         raise AnsibleFilterError(
             f"vllm_fleet_plan_options: {exc} (group_options={_short(group_options)}, "
             f"model_options={_short(model_options)})"

@@ -1,5 +1,5 @@
 """Filters for serving groups (one replica over several hosts): thin shims over
-plugins/plugin_utils/fleet_serving/groups.py and vllm_planner/group.py.
+plugins/plugin_utils/fleet_serving/groups.py and fleet_planner/group.py.
 
 vllm_serving_group_members(specs, host, hostvars, rdma_paths)  each container spec as a group member
 vllm_serving_group_gpu_spec(group, facts_by_host, gpus, shared)  the planner GPU dict of a whole group
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import PlanInputError
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner.group import group_gpu_spec
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, groups
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.group import group_gpu_spec
 
 
 def group_spec(group: str, facts_by_host: Any, gpus: Any = None, shared: bool = False) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner.errors import PlanInputError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, unit
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.errors import PlanInputError
 
 
 class FilterModule:

@@ -15,7 +15,7 @@ description:
     TCP ports and the processes behind them, running containers (IPC mode, C(/dev/shm) size, labels,
     command), the CUDA version of images, the NVIDIA container toolkit, ECC state from
     C(nvidia-smi -q), and clock synchronisation (C(timedatectl), C(chronyc)).
-  - Judging the readings is done on the control node (plugins/plugin_utils/vllm_fleet_ops/doctor/).
+  - Judging the readings is done on the control node (plugins/plugin_utils/fleet_ops/doctor/).
 version_added: "1.0.0"
 author: vllm-fleet maintainers (@vllm-fleet)
 options:
@@ -95,7 +95,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 probe:
-  description: The readings; see plugins/plugin_utils/vllm_fleet_ops/doctor/ for how they are judged.
+  description: The readings; see plugins/plugin_utils/fleet_ops/doctor/ for how they are judged.
   returned: always
   type: dict
 """

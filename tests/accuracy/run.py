@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "cases"
 CONFIGS = ROOT / "tests" / "data" / "model-configs"

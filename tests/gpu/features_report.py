@@ -3,7 +3,7 @@
 usage: python3 tests/gpu/features_report.py OUTDIR|features.tgz [--json]
 One row per figure: measured, predicted, measured / predicted. The predictions are the collection's own code,
 fed the measured GPU and host: fleet_serving.platform.problems for whether a CUDA image runs each feature;
-the planner (vllm_planner.plan, what bin/vllm-fleet-plan prints) for the weights, KV cache and what a drafter
+the planner (fleet_planner.plan, what bin/vllm-fleet-plan prints) for the weights, KV cache and what a drafter
 adds; fleet_serving.sleep_plan.sleep_budget and sleep._asleep_bytes for what sleeping frees and keeps;
 fleet_serving.kv_offload.kv_offload for the host tier per TP rank. Figures the fleet does not predict (times,
 acceptance, hit rates without a tier) are printed with no prediction.
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "collections"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # pylint: disable=wrong-import-position
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan  # noqa: E402
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.kv_offload import (  # noqa: E402
     kv_offload,
 )
@@ -39,7 +40,6 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep_plan import (  # noqa: E402
     sleep_budget,
 )
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan  # noqa: E402
 from features_034 import CONFIGS, FEATURES, MODEL  # noqa: E402
 
 GIB = 1024**3

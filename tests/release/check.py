@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))  # this clone as the collection vllm_fleet.vllm_fleet
 
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import (  # noqa: E402
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import (  # noqa: E402
     release_drift,
 )
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet, images
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check.values import role_value
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_validate.values import role_value
 
 _RESERVED_GROUPS = frozenset({"all", "ungrouped"})
 

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.options import plan_fields, vllm_flag_owners
-from ..vllm_planner.versions import parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.options import plan_fields, vllm_flag_owners
+from ..fleet_planner.versions import parse_version
 
 
 class ServingError(ValueError):

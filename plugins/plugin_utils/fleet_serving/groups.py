@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.versions import parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.versions import parse_version
 from .deploy import ServingError, split_flags, stable_hash
 
 VAR = "vllm_fleet_serving_groups"
@@ -372,8 +372,8 @@ def group_of_host(hvars: Mapping[str, Any], host: str) -> dict[str, Any]:
     if found is None:
         return {}
     group, rank = found
-    # here, not at the top: inventory_check imports this module
-    from ..inventory_check.values import role_value
+    # here, not at the top: fleet_validate imports this module
+    from ..fleet_validate.values import role_value
 
     version = role_value(hvars, "vllm_server_vllm_version")  # the host's, else the fleet's default
     backend = launcher(group.backend, str(version) if version else None)

@@ -5,7 +5,7 @@ A model's ``image`` (else its GPU group's ``vllm_server_image``, whose default i
 flags its command gets must be the one in that image. Every reader (vllm_server, the doctor, the bench,
 the toolkit's CUDA check, validate) takes both from :func:`image_version`, so they cannot disagree.
 
-The tag is read by the planner's parser (:func:`..vllm_planner.versions.version_from_image`), the one
+The tag is read by the planner's parser (:func:`..fleet_planner.versions.version_from_image`), the one
 the memory accounting already depends on: ``v0.20.0rc1`` is 0.20.0rc1 (not 0.20.0),
 ``0.10.1.1-cu128`` is 0.10.1.1, ``nightly-0.11.0`` names no release. Stdlib only.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..vllm_planner.versions import version_from_image
+from ..fleet_planner.versions import version_from_image
 from .deploy import ServingError
 
 

@@ -41,8 +41,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.versions import Version, parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.versions import Version, parse_version
 from .deploy import ServingError
 
 OFFLOAD_FLAGS_SINCE: Version = (0, 12, 0)

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..vllm_planner.lora import LORA_RANKS
-from ..vllm_planner.versions import parse_version
+from ..fleet_planner.lora import LORA_RANKS
+from ..fleet_planner.versions import parse_version
 from .deploy import ServingError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.mig import mig_targets
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.mig import mig_targets
 from .deploy import ServingError
 
 
@@ -26,7 +26,7 @@ def serving_units(models: Any, facts: Any = None) -> list[dict[str, Any]]:
     """The containers of a host's ``vllm_server_models``: one per model, one per MIG instance with ``mig``.
 
     Each unit is the model entry plus ``key``, ``model_index`` (its entry in ``models``), ``port`` and,
-    on MIG, ``mig_target`` (see :func:`..vllm_planner.mig.mig_targets`). Raises :class:`ServingError`
+    on MIG, ``mig_target`` (see :func:`..fleet_planner.mig.mig_targets`). Raises :class:`ServingError`
     when a selection matches nothing, one instance is given to two models, a unit's port is already
     another's, or a MIG model asks for tensor parallelism.
     """

@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.versions import Version, parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.versions import Version, parse_version
 from .deploy import ServingError
 from .sleep import sleep_launch
 from .speculative import speculative_config
@@ -417,7 +417,7 @@ def model_features(
     else:
         pooling, reasons["runner"] = _pooling_args(task, config, version)
         args += pooling
-        # the planner sizes it as vLLM's pooling runner starts it (vllm_planner/pooling.py)
+        # the planner sizes it as vLLM's pooling runner starts it (fleet_planner/pooling.py)
         convert = pooling[pooling.index("--convert") + 1] if "--convert" in pooling else "none"
         plan_options = {"runner": "pooling", "convert": convert}
         endpoints = list(_EMBED_ENDPOINTS if task == "embed" else _SCORE_ENDPOINTS)

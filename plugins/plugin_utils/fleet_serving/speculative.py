@@ -31,8 +31,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.versions import Version, parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.versions import Version, parse_version
 from .deploy import ServingError
 
 METHODS: dict[str, tuple[Version, Version | None]] = {

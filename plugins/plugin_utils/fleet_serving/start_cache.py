@@ -55,8 +55,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..vllm_planner.errors import PlanInputError
-from ..vllm_planner.versions import parse_version
+from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.versions import parse_version
 from .deploy import ServingError
 
 # where a serving container sees its image's cache folder

@@ -1,7 +1,7 @@
 """One served model as a unit: its planner options, merged from every layer in one place, and its container.
 
-``vllm_server`` (its preflight), ``playbooks/plan.yml`` (vllm_fleet_ops/plan_report.py) and the doctor
-(vllm_fleet_ops/doctor/plans.py) all plan a model with :func:`unit_options`, so what is planned before a
+``vllm_server`` (its preflight), ``playbooks/plan.yml`` (fleet_ops/plan_report.py) and the doctor
+(fleet_ops/doctor/plans.py) all plan a model with :func:`unit_options`, so what is planned before a
 deployment is what the deployment plans. The layers, a later one winning:
 
 1. the release of the image the model runs (:func:`images.image_version`: its own image or version, else
@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..vllm_planner.options import merge_plan_options
+from ..fleet_planner.options import merge_plan_options
 from .deploy import ServingError, plan_summary, readiness_timeout, stable_hash, vllm_command
 from .mig import mig_device_requests
 

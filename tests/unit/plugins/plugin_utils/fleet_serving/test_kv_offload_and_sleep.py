@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.kv_offload import (
     check_setting,
@@ -24,7 +25,6 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     awake_check,
     sleep_launch,
 )
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
 
 ROOT = Path(__file__).resolve().parents[4] / "data"
 HELP = (ROOT / "vllm-release" / "0.32.0" / "serve-help.txt").read_text()

@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inventory_check as ic
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import fleet_validate as ic
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import PlanInputError, plan
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner.mig import (
+    mig_gpu_spec,
+    mig_refusal,
+    mig_targets,
+)
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import fleet, gateway
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.mig import (
     mig_device_requests,
     serving_units,
-)
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError, plan
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.mig import (
-    mig_gpu_spec,
-    mig_refusal,
-    mig_targets,
 )
 from nvidia_smi_profiles import PROFILES_DIR, capture
 from planner_helpers import config
@@ -258,7 +258,7 @@ def test_inventory_errors_are_one_line(models: list[dict[str, Any]], line: str) 
     assert any(text.startswith(line) for text in lines), lines
 
 
-def test_the_inventory_check_resolves_instances_from_cached_facts() -> None:
+def test_the_validate_stage_resolves_instances_from_cached_facts() -> None:
     lines = _inventory_problems(
         [{**MODEL, "mig": ["1g.10gb"]}, {"name": "b", "path": "/m", "port": 8001}], H100_MIG
     )

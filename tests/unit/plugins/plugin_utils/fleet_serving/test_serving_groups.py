@@ -4,13 +4,13 @@ multi-node support, with the exact arguments of every member."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, groups
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner.group import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import PlanInputError
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner.group import (
     group_gpu_spec,
     plan_group,
 )
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import deploy, groups
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 from planner_helpers import config
 
 
@@ -342,7 +342,7 @@ def test_a_serving_group_split_over_rollout_groups_is_refused() -> None:
 
 
 def test_plan_yml_plans_a_serving_group_as_one_replica() -> None:
-    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops.plan_report import (
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops.plan_report import (
         normalize_entries,
     )
 

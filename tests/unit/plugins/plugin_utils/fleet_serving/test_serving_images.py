@@ -1,7 +1,7 @@
 """One tag parser and one image/version fallback (plugins/plugin_utils/fleet_serving/images.py).
 
-Before, three parsers read an image tag: the planner's (vllm_planner.versions.version_from_image), validate's
-(inventory_check.cross.image_tag_version, a regex anywhere in the tag) and the monitoring label's
+Before, three parsers read an image tag: the planner's (fleet_planner.versions.version_from_image), validate's
+(fleet_validate.cross.image_tag_version, a regex anywhere in the tag) and the monitoring label's
 (fleet_monitoring.targets.image_version, its own split of the reference). The cases where they disagreed are
 pinned here to the planner's reading, the one the memory accounting uses.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_monitoring import targets
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import images
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import (
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import (
     parse_version,
     resolve_version_text,
 )
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import images
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -129,8 +129,8 @@ def test_an_own_image_naming_no_release_needs_a_version():
 
 
 def test_validate_refuses_a_models_image_and_version_that_serve_would_refuse_or_misplan():
-    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import inventory_check as ic
-    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.inventory_check.cross import HostView
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import fleet_validate as ic
+    from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_validate.cross import HostView
 
     cat = ic.load_catalogue()
     models = [

@@ -26,8 +26,8 @@ import pytest
 import yaml
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter import vllm_fleet_reports
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.modules import vllm_fleet_doctor_probe as probe
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import doctor
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import groups
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_fleet_ops import doctor
 from tools.ansible_run import explain, run_playbook
 
 ROOT = Path(__file__).resolve().parents[5]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_serving import FilterModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
     ServingError,
     assign_gpu_sets,
@@ -20,7 +21,6 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     make_room,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep_host import sleep_host
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
 
 ROOT = Path(__file__).resolve().parents[4] / "data"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "count": 1, "compute_capability": "9.0"}

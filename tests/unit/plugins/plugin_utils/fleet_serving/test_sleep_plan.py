@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep import awake_check
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep_control import (
@@ -17,7 +18,6 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep_plan import (
     sleep_budget,
 )
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import plan
 
 ROOT = Path(__file__).resolve().parents[4] / "data"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "count": 1, "compute_capability": "9.0"}

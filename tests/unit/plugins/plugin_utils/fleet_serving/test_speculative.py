@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import PlanInputError, plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
     FEATURE_FLAGS,
     ServingError,
@@ -20,7 +21,6 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
     speculative_args,
     speculative_config,
 )
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.vllm_planner import PlanInputError, plan
 
 CONFIGS = Path(__file__).resolve().parents[4] / "data" / "model-configs"
 HELP = Path(__file__).resolve().parents[4] / "data" / "vllm-release" / "0.32.0" / "serve-help.txt"
