@@ -32,3 +32,9 @@ def wrap_filters(
 ) -> dict[str, Any]:
     """Every filter of `table` (name -> function) wrapped by wrap_filter."""
     return {name: wrap_filter(name, func, errors) for name, func in table.items()}
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to 200 characters, for a value named in a filter's error."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -346,3 +346,15 @@ def progress_line(
     else:
         body = f"{summary['status'].upper()}: {summary['message']}"
     return f"{head}: {body} {clock}"
+
+
+def step_progress(step: Any, index: Any, total: Any, mode: Any, elapsed: Any, limit: Any) -> str:
+    """One progress line for a finished sweep step (filter vllm_fleet_bench_progress)."""
+    summary = summarize_step(step)
+    return progress_line(summary, int(index), int(total), str(mode), float(elapsed), float(limit))
+
+
+def steps_knee(steps: Any, factor: Any) -> dict[str, Any]:
+    """The knee of the steps recorded so far, in load order (filter vllm_fleet_bench_knee)."""
+    summaries = sorted((summarize_step(s) for s in steps or []), key=lambda s: s["load"])
+    return find_knee(summaries, float(factor))

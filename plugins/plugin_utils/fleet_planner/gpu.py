@@ -344,3 +344,18 @@ def gpu_spec_from_facts(
         "models": models,
         "excluded": excluded,
     }
+
+
+def gpu_spec_from_values(
+    nvidia_gpu_facts: Any, nodes: Any = 1, shared: Any = False, gpus: Any = None
+) -> dict[str, Any]:
+    """:func:`gpu_spec_from_facts` given the values as a template passes them (filter vllm_fleet_gpu_spec):
+    ``shared`` may be a string (``"true"``, ``"no"``, ...), ``nodes`` a number as text, at least 1."""
+    if isinstance(shared, str):
+        if shared.strip().lower() not in ("true", "yes", "1", "false", "no", "0", ""):
+            raise ValueError(f"shared: expected a boolean, got {shared!r}")
+        shared = shared.strip().lower() in ("true", "yes", "1")
+    n = int(nodes)
+    if n < 1:
+        raise ValueError(f"nodes: must be >= 1, got {nodes!r}")
+    return gpu_spec_from_facts(nvidia_gpu_facts, nodes=n, shared=bool(shared), gpus=gpus)

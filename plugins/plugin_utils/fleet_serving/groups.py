@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..fleet_planner.errors import PlanInputError
+from ..fleet_planner.group import group_gpu_spec as planner_group_gpu_spec
 from ..fleet_planner.versions import parse_version
 from .deploy import ServingError, split_flags, stable_hash
 
@@ -385,3 +386,14 @@ def group_of_host(hvars: Mapping[str, Any], host: str) -> dict[str, Any]:
         "backend": backend,
         "port": group.port(backend),
     }
+
+
+def group_gpu_spec(group: str, facts_by_host: Any, gpus: Any = None, shared: bool = False) -> dict[str, Any]:
+    """The planner GPU dict of serving group ``group`` (filter vllm_serving_group_gpu_spec).
+
+    ``facts_by_host``: ``[[host, nvidia_gpu facts], ...]`` in rank order; the planner's refusal is raised
+    as :class:`ServingError`."""
+    try:
+        return planner_group_gpu_spec(str(group), [(str(h), f) for h, f in facts_by_host], gpus, bool(shared))
+    except PlanInputError as exc:
+        raise ServingError(str(exc)) from None

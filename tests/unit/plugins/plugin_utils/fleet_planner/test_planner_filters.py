@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_plan import FilterModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter import vllm_fleet_gpu_spec, vllm_fleet_plan
 from jinja2 import Environment
 from planner_helpers import config
 
@@ -31,10 +31,14 @@ FACTS = {
 }
 
 
+# the two filters a template composes, each from its own plugin file
+FILTERS = {**vllm_fleet_plan.FilterModule().filters(), **vllm_fleet_gpu_spec.FilterModule().filters()}
+
+
 @pytest.fixture(name="env")
 def env_fixture() -> Environment:
     env = Environment()
-    env.filters.update(FilterModule().filters())
+    env.filters.update(FILTERS)
     return env
 
 
@@ -47,7 +51,7 @@ def test_filters_compose_in_jinja(env: Environment) -> None:
 
 
 def test_gpu_spec_from_facts(env: Environment) -> None:
-    spec = FilterModule().filters()["vllm_fleet_gpu_spec"](FACTS, nodes=2, shared="false")
+    spec = FILTERS["vllm_fleet_gpu_spec"](FACTS, nodes=2, shared="false")
     assert spec == {
         "name": "NVIDIA H200",
         "memory_mib": 143771,
@@ -73,11 +77,11 @@ def test_gpu_spec_from_facts(env: Environment) -> None:
 )
 def test_invalid_input_raises_filter_error(name: str, args: tuple, message: str) -> None:
     with pytest.raises(AnsibleFilterError, match=message):
-        FilterModule().filters()[name](*args)
+        FILTERS[name](*args)
 
 
 def test_infeasible_plan_is_data_not_error() -> None:
-    result = FilterModule().filters()["vllm_fleet_plan"](
+    result = FILTERS["vllm_fleet_plan"](
         config("meta-llama__Meta-Llama-3.1-405B"), {"memory_mib": 24564, "count": 1}
     )
     assert result["feasible"] is False and result["errors"]

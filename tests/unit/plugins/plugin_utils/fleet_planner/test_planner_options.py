@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_plan import FilterModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_fleet_plan_options import FilterModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils import fleet_planner
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import doctor
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import plan_report as pr

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_serving_start_cache import FilterModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_serving_start_caches import FilterModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import start_cache
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import ServingError
 

@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter import vllm_fleet_reports
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.modules import vllm_fleet_doctor_probe as probe
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import doctor
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import doctor, planning
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import groups
 from tools.ansible_run import explain, run_playbook
 
@@ -185,7 +184,7 @@ def _doctor_plan(planned: dict[str, Any], host: str, name: str) -> tuple[dict[st
         probe={"model_dirs": {d["name"]: probe.model_dir(d) for d in record["probe_args"]["model_dirs"]}},
     )
     model = next(m for m in record["served"] if m["name"] == name)
-    plan, source = doctor.plan_for(record, model, vllm_fleet_reports._doctor_planner)
+    plan, source = doctor.plan_for(record, model, planning.doctor_planner)
     assert source == "planned now", plan
     return doctor.planner_options(record, model), dict(plan)
 

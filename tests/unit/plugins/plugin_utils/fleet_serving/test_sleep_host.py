@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_serving import FilterModule
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.filter.vllm_serving_sleep_host import FilterModule
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner import plan
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.deploy import (
     ServingError,

@@ -1,0 +1,18 @@
+"""nvidia_host_branch_of(version): driver branch of a driver/package version.
+
+A thin shim over plugins/module_utils/nvidia_host.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_host
+from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.filter_errors import wrap_filters
+
+
+class FilterModule:
+    """The driver branch of a driver or package version."""
+
+    def filters(self) -> dict[str, Any]:
+        return wrap_filters({"nvidia_host_branch_of": nvidia_host.branch_of}, nvidia_host.NvidiaHostError)
