@@ -24,6 +24,9 @@ REMOVED = {
 # unknown one is a typo.
 EXTRA_PREFIXES = ("vllm_", "fleet_", "nvidia_", "model_weights_", "gateway_", "monitoring_")
 
+# libyaml's loader where PyYAML was built with it (the same documents, several times faster)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 _NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 
 
@@ -45,6 +48,19 @@ class Catalogue:
         return name.startswith(self.prefixes) and not name.startswith("__")
 
 
+def load_defaults(root: Path = COLLECTION_ROOT) -> dict[str, Any]:
+    """Every role's ``defaults/main.yml`` in one mapping (the first role in name order wins a name).
+
+    Apart from :func:`load_catalogue`: a template reading one default (``vllm_fleet_var``) needs only these
+    files, and each of Ansible's worker processes reads them anew."""
+    defaults: dict[str, Any] = {}
+    for path in sorted((root / "roles").glob("*/defaults/main.yml")):
+        values = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+        for name, value in values.items() if isinstance(values, dict) else ():
+            defaults.setdefault(name, value)
+    return defaults
+
+
 def load_catalogue(root: Path = COLLECTION_ROOT) -> Catalogue:
     """Options of every role (the ``main`` entry point wins) and every name the collection reads."""
     cat = Catalogue()
@@ -55,11 +71,7 @@ def load_catalogue(root: Path = COLLECTION_ROOT) -> Catalogue:
         for entry in sorted(entries, key=lambda name: name != "main"):
             for name, spec in ((entries[entry] or {}).get("options") or {}).items():
                 cat.options.setdefault(name, Option(role_dir.name, spec or {}))
-        defaults = role_dir / "defaults" / "main.yml"
-        if defaults.is_file():
-            values = yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}
-            for name, value in values.items() if isinstance(values, dict) else ():
-                cat.defaults.setdefault(name, value)
+    cat.defaults = load_defaults(root)
     cat.prefixes = tuple(sorted({r.name + "_" for r in roles} | set(EXTRA_PREFIXES)))
     cat.known = set(cat.options)
     texts = list((root / "playbooks").glob("*.yml"))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from .specs import Catalogue, load_catalogue
+from .specs import Catalogue, load_defaults
 
 # a default that is exactly one other variable: "{{ vllm_fleet_vllm_image }}", or another role's read through
 # vllm_fleet_var:
@@ -29,17 +29,17 @@ REFERENCE = re.compile(
 
 
 @lru_cache(maxsize=1)
-def _catalogue() -> Catalogue:
-    return load_catalogue()
+def _defaults() -> dict[str, Any]:
+    return load_defaults()
 
 
 def role_default(name: str, catalogue: Catalogue | None = None) -> Any:
     """The default of ``name`` in its role's ``defaults/main.yml`` (unresolved). Raises ValueError for a
     variable no role defines."""
-    cat = catalogue or _catalogue()
-    if name not in cat.defaults:
+    defaults = catalogue.defaults if catalogue else _defaults()
+    if name not in defaults:
         raise ValueError(f"{name} is not a variable any role of the collection defines a default for")
-    return cat.defaults[name]
+    return defaults[name]
 
 
 def role_value(hvars: Mapping[str, Any] | None, name: str, catalogue: Catalogue | None = None) -> Any:
@@ -47,7 +47,6 @@ def role_value(hvars: Mapping[str, Any] | None, name: str, catalogue: Catalogue 
     variable is that variable as the host has it, else its default, and so on. Raises ValueError for an
     unknown name, a loop, or a default that is a template other than one variable (it cannot be rendered
     here)."""
-    cat = catalogue or _catalogue()
     hvars = hvars or {}
     seen: list[str] = []
     while True:
@@ -56,7 +55,7 @@ def role_value(hvars: Mapping[str, Any] | None, name: str, catalogue: Catalogue 
         if name in seen:
             raise ValueError(f"the defaults of {' -> '.join([*seen, name])} name each other")
         seen.append(name)
-        value = role_default(name, cat)
+        value = role_default(name, catalogue)
         if not isinstance(value, str) or "{" not in value:
             return value
         found = REFERENCE.match(value.strip())
