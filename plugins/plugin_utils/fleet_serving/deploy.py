@@ -394,9 +394,7 @@ def update_deployments(
         old_models = {}
     models: dict[str, Any] = {}
     if not prune:
-        models.update(
-            {name: plain_copy(entry) for name, entry in old_models.items() if name not in records}
-        )
+        models.update({name: plain_copy(entry) for name, entry in old_models.items() if name not in records})
     for name in sorted(records):
         record = plain_copy(records[name])
         entry = old_models.get(name) if isinstance(old_models.get(name), Mapping) else {}

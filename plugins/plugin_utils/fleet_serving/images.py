@@ -86,3 +86,16 @@ def image_version(model: Mapping[str, Any] | None, image: Any, vllm_version: Any
             "release in its tag. Fix: set vllm_server_vllm_version to the release in that image."
         )
     return {"image": group_image, "vllm_version": version}
+
+
+def release_of(releases: Any, model: str) -> str | None:
+    """The vLLM release ``model`` runs, from ``releases``: one release for every model (a version string,
+    or None), or model name -> its own (:func:`image_version`'s result or a version string), as
+    vllm_server's preflight keeps them: a model with its own ``image`` gets the flags of its own release,
+    not its GPU group's."""
+    if not isinstance(releases, Mapping):
+        return None if releases is None else str(releases)
+    found = releases.get(model)
+    if isinstance(found, Mapping):
+        found = found.get("vllm_version")
+    return None if found is None else str(found)

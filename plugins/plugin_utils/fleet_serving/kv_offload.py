@@ -44,6 +44,7 @@ from typing import Any
 from ..fleet_planner.errors import PlanInputError
 from ..fleet_planner.versions import Version, parse_version
 from .deploy import ServingError
+from .images import release_of
 
 OFFLOAD_FLAGS_SINCE: Version = (0, 12, 0)
 HOST_RESERVE_GIB = 8
@@ -117,13 +118,14 @@ def shm_problem(value: Any, shm_size: Any, var: str) -> str | None:
 def kv_offload(
     models: Sequence[Mapping[str, Any]],
     memtotal_mb: Any,
-    vllm_version: str,
+    vllm_version: Any,
     weights_bytes: Mapping[str, Any],
     tensor_parallel: Mapping[str, Any],
     shm_size: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """Per model with ``kv_offload``: ``size_gib``, ``per_rank_gib``, ``args``, ``env`` and ``why``;
-    ``shm_size`` is the container's /dev/shm where it does not share the host's (None: the host's)."""
+    ``shm_size`` is the container's /dev/shm where it does not share the host's (None: the host's);
+    ``vllm_version`` is one release for all models or model name -> its own (:func:`.images.release_of`)."""
     wanted = {
         str(m.get("name")): _setting(m.get("kv_offload")) for m in models if _setting(m.get("kv_offload"))[0]
     }
@@ -131,11 +133,12 @@ def kv_offload(
         return {}
     for name, (size, backend) in wanted.items():
         problem = check_setting(
-            {"size": size, "backend": backend}, vllm_version, f"vllm_server_models[{name}].kv_offload"
+            {"size": size, "backend": backend},
+            str(release_of(vllm_version, name)),
+            f"vllm_server_models[{name}].kv_offload",
         )
         if problem:
             raise ServingError(problem)
-    version = parse_version(vllm_version)
     total = int(memtotal_mb or 0) * 1024**2
     if total <= 0:
         raise ServingError("kv_offload needs the host's RAM (ansible_memtotal_mb): gather facts first")
@@ -160,6 +163,7 @@ def kv_offload(
     for name, (size, backend) in wanted.items():
         gib = int(size) if size != "auto" else each_auto
         tp = max(1, int(tensor_parallel.get(name) or 1))
+        version = parse_version(str(release_of(vllm_version, name)))
         how = "set" if size != "auto" else f"auto: ({basis} - fixed sizes) / {len(autos)}"
         out[name] = {
             "size_gib": gib,

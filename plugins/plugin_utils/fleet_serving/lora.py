@@ -22,6 +22,7 @@ from typing import Any
 from ..fleet_planner.lora import LORA_RANKS
 from ..fleet_planner.versions import parse_version
 from .deploy import ServingError
+from .images import release_of
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -137,10 +138,11 @@ def rank_of(adapter_config: Any, where: str) -> int:
 def launch(
     entries: Iterable[Mapping[str, Any]],
     configs: Iterable[Any],
-    vllm_version: str | None = None,
+    vllm_version: Any = None,
     root: str = "",
 ) -> dict[str, dict[str, Any]]:
-    """Per base model with adapters: ``{options, modules, paths, adapters, runtime, env}``.
+    """Per base model with adapters: ``{options, modules, paths, adapters, runtime, env}``;
+    ``vllm_version`` is one release for all models or model name -> its own (:func:`.images.release_of`).
 
     ``options``: the planner options LoRA needs (``max_loras`` = the adapters, so all of them fit one
     batch, at least :data:`RUNTIME_LORA_SLOTS` with runtime updating; ``max_lora_rank`` = the smallest
@@ -151,7 +153,6 @@ def launch(
     ``[{name, path, rank}]``; ``runtime``: whether ``vllm_version`` updates adapters at runtime, and
     ``env`` the container environment that turns it on.
     """
-    runtime = runtime_updating(vllm_version)
     base = root.rstrip("/")
     out: dict[str, dict[str, Any]] = {}
     for entry, config in zip(entries, configs, strict=True):
@@ -161,6 +162,7 @@ def launch(
             raise ServingError(
                 f"{where}: rank {rank} is above vLLM's largest --max-lora-rank ({LORA_RANKS[-1]})"
             )
+        runtime = runtime_updating(release_of(vllm_version, str(entry["model"])))
         model = out.setdefault(
             entry["model"],
             {

@@ -112,6 +112,21 @@ def test_before_the_flags_native_is_refused_and_lmcache_goes_through_kv_transfer
     assert got["env"] == {"LMCACHE_MAX_LOCAL_CPU_SIZE": "16.0"}
 
 
+def test_each_model_gets_the_flags_of_the_release_it_runs() -> None:
+    """A model with its own older image: LMCache through --kv-transfer-config, and native refused, while its
+    neighbour on the group's release gets the native flags."""
+    models = [
+        {"name": "old", "kv_offload": {"size": 8, "backend": "lmcache"}},
+        {"name": "new", "kv_offload": 8},
+    ]
+    releases = {"old": {"vllm_version": "0.11.0"}, "new": {"vllm_version": "0.32.0"}}
+    got = kv_offload(models, 256 * 1024, releases, {}, {"old": 1, "new": 1})
+    assert got["old"]["args"][0] == "--kv-transfer-config" and got["old"]["env"]
+    assert got["new"]["args"][:2] == ["--kv-offloading-backend", "native"] and got["new"]["env"] == {}
+    with pytest.raises(ServingError, match="no --kv-offloading-backend"):
+        kv_offload([{"name": "old", "kv_offload": 8}], 256 * 1024, releases, {}, {"old": 1})
+
+
 @pytest.mark.parametrize("value", [-1, "lots", True, {"size": 8, "backend": "nvme"}])
 def test_bad_values_are_named(value: Any) -> None:
     assert check_setting(value, "0.32.0", "vllm_server_models[m].kv_offload")

@@ -63,6 +63,19 @@ def test_launch_sizes_slots_and_rank_from_the_adapter_configs() -> None:
     assert "other" not in out
 
 
+def test_each_model_is_sized_for_the_release_it_runs() -> None:
+    """vllm_server passes each model's own release (a model with its own image): the group's release must
+    not decide whether its adapters load at runtime."""
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
+    configs = [{"r": 8}, {"r": 16}]
+    releases = {"tiny": {"image": "vllm/vllm-openai:v0.6.0", "vllm_version": "0.6.0"}, "other": "0.32.0"}
+    own = lora.launch(found, configs, releases, "/srv/models")["tiny"]
+    assert own == lora.launch(found, configs, "0.6.0", "/srv/models")["tiny"]
+    assert own["runtime"] is False and own["modules"]
+    newer = lora.launch(found, configs, {"tiny": "0.32.0"}, "/srv/models")["tiny"]
+    assert newer["runtime"] is True and newer["modules"] == []
+
+
 @pytest.mark.parametrize(
     ("version", "runtime"), [("0.6.0", False), ("0.6.1", True), ("0.32.0", True), (None, True)]
 )
