@@ -183,13 +183,22 @@ def launch(
                 model["paths"].append(path)
         model["adapters"].append({"name": entry["name"], "path": entry["path"], "rank": rank})
     for model in out.values():
-        top = max(a["rank"] for a in model["adapters"])
-        slots = len(model["adapters"])
-        model["options"] = {
-            "max_loras": max(slots, RUNTIME_LORA_SLOTS) if runtime else slots,
-            "max_lora_rank": next(r for r in LORA_RANKS if r >= top),
-        }
+        model["options"] = sizing([a["rank"] for a in model["adapters"]], model["runtime"])
     return out
+
+
+def sizing(ranks: Iterable[int], runtime: bool) -> dict[str, int]:
+    """The planner options LoRA needs for adapters of ``ranks``: ``max_loras``, all of them in one batch (at
+    least :data:`RUNTIME_LORA_SLOTS` where adapters load at runtime), and ``max_lora_rank``, the smallest
+    rank vLLM accepts that holds the largest."""
+    ranks = list(ranks)
+    top = max(ranks)
+    if top > LORA_RANKS[-1]:
+        raise ServingError(f"LoRA rank {top} is above vLLM's largest --max-lora-rank ({LORA_RANKS[-1]})")
+    return {
+        "max_loras": max(len(ranks), RUNTIME_LORA_SLOTS) if runtime else len(ranks),
+        "max_lora_rank": next(r for r in LORA_RANKS if r >= top),
+    }
 
 
 def runtime_changes(served: Any, model: str, declared: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

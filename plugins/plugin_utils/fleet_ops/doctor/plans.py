@@ -41,10 +41,9 @@ def planner_options(rec: Mapping[str, Any], model: Mapping[str, Any]) -> dict[st
     sized = None
     configs = info.get("adapter_configs") or {}
     if configs and all(configs.values()):
-        found = [
-            {"model": str(model.get("name")), "name": name, "path": f"(probed) {name}"} for name in configs
-        ]
-        sized = lora.launch(found, list(configs.values()), release["vllm_version"])[str(model.get("name"))]
+        where = f"vllm_server_models[{model.get('name')}].adapters"
+        ranks = [lora.rank_of(config, f"{where}[{name}]") for name, config in configs.items()]
+        sized = {"options": lora.sizing(ranks, lora.runtime_updating(release["vllm_version"]))}
     return unit_options(
         model, release, rec.get("plan_options"), features, sized, info.get("draft_config"), _members(rec)
     )

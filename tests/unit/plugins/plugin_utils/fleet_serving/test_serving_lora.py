@@ -63,6 +63,17 @@ def test_launch_sizes_slots_and_rank_from_the_adapter_configs() -> None:
     assert "other" not in out
 
 
+def test_sizing_from_ranks_alone_is_what_the_launch_plans() -> None:
+    """The doctor sizes from the ranks it probed, with no paths: the same options the serve stage plans."""
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
+    for version in ("0.6.0", "0.32.0"):
+        planned = lora.launch(found, [{"r": 8}, {"r": 20}], version, "/srv/models")["tiny"]
+        assert lora.sizing([8, 20], lora.runtime_updating(version)) == planned["options"]
+    assert lora.sizing([64] * 8, True) == {"max_loras": 8, "max_lora_rank": 64}
+    with pytest.raises(ServingError, match="rank 1024 is above vLLM's largest --max-lora-rank"):
+        lora.sizing([8, 1024], True)
+
+
 def test_each_model_is_sized_for_the_release_it_runs() -> None:
     """vllm_server passes each model's own release (a model with its own image): the group's release must
     not decide whether its adapters load at runtime."""
