@@ -171,6 +171,19 @@ def test_after_a_reboot_the_watchdog_starts_them_one_at_a_time(host, engine, key
             break
         time.sleep(5)
     assert all(up.values()) and restarted, seen
+
+    # the restarted controller answers before anything asks through it (a request that finds it still
+    # starting is refused by the gateway with an OpenAI 503 "retry shortly", which a client may not retry)
+    def controller_answers() -> bool:
+        try:
+            return call(f"http://{ip_on(engine, GPU)}:{CONTROLLER_PORT}/metrics", keys["backend"])[0] == 200
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 60
+    while not controller_answers() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert controller_answers(), "the sleep controller did not answer within 60 s of its restart"
     api = openai.OpenAI(base_url=f"http://{ip_on(engine, GATEWAY)}:{HTTP_PORT}/v1", api_key=keys["alice"],
                         max_retries=0, timeout=300)  # fmt: skip
     for model in [*MODELS, *MODELS]:
