@@ -131,10 +131,11 @@ def kv_offload(
     }
     if not wanted:
         return {}
+    releases = {name: str(release_of(vllm_version, name)) for name in wanted}
     for name, (size, backend) in wanted.items():
         problem = check_setting(
             {"size": size, "backend": backend},
-            str(release_of(vllm_version, name)),
+            releases[name],
             f"vllm_server_models[{name}].kv_offload",
         )
         if problem:
@@ -163,7 +164,7 @@ def kv_offload(
     for name, (size, backend) in wanted.items():
         gib = int(size) if size != "auto" else each_auto
         tp = max(1, int(tensor_parallel.get(name) or 1))
-        version = parse_version(str(release_of(vllm_version, name)))
+        version = parse_version(releases[name])
         how = "set" if size != "auto" else f"auto: ({basis} - fixed sizes) / {len(autos)}"
         out[name] = {
             "size_gib": gib,
