@@ -23,6 +23,7 @@ import testinfra
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+ENGINE = testinfra.get_host("local://")  # the machine's Docker engine, which runs the lab's containers
 INVENTORY = ROOT / "inventories" / "lab"
 HOSTS = yaml.safe_load((INVENTORY / "hosts.yml").read_text())["all"]["children"]
 MONITORING = yaml.safe_load((INVENTORY / "group_vars/monitoring/monitoring.yml").read_text())
@@ -141,24 +142,22 @@ def silent_vllm():
     """The last GPU host's first model, frozen (docker pause: it stops answering, as a hung vLLM does) and
     put under maintenance on its host so its watchdog leaves it alone; both undone whatever happens."""
     host = list(GPU_GROUPS)[-1]
-    model = sorted(records(host))[0]
-    node = lab(host)
-    container = records(host)[model]["container"]
+    model, record = sorted(records(host).items())[0]
+    node, container = lab(host), record["container"]
     marker = f"/run/vllm-fleet/maintenance/{container}"
     node.run_expect([0], f"mkdir -p /run/vllm-fleet/maintenance && touch {marker}")
-    engine = testinfra.get_host("local://")
     try:
-        yield host, model, lambda: engine.run_expect([0], f"docker pause {container}"), container
+        yield host, model, container
     finally:
-        engine.run(f"docker unpause {container}")
+        ENGINE.run(f"docker unpause {container}")  # the test unpauses it; this is for a test that failed
         node.run(f"rm -f {marker}")
 
 
 def test_target_down_alert_fires_within_its_for_and_resolves(silent_vllm):
-    host, model, silence, container = silent_vllm
+    host, model, container = silent_vllm
     assert not _target_down(host, model), "VllmTargetDown is active before the test"
     silenced_at = time.monotonic()
-    silence()
+    ENGINE.run_expect([0], f"docker pause {container}")
 
     pending = wait_for(lambda: [a for a in _target_down(host, model) if a["state"] == "pending"], 60, 1)
     assert pending, f"the alert never went pending after {container} stopped answering"
@@ -170,7 +169,7 @@ def test_target_down_alert_fires_within_its_for_and_resolves(silent_vllm):
     assert alert["labels"]["severity"] == "critical"
     assert host in alert["annotations"]["summary"]
 
-    testinfra.get_host("local://").run_expect([0], f"docker unpause {container}")
+    ENGINE.run_expect([0], f"docker unpause {container}")
     assert wait_for(lambda: not _target_down(host, model), 120, 3), "VllmTargetDown still active"
     up = api("query", query=f'up{{job="vllm", host="{host}", model="{model}"}}')["result"]
     assert up and up[0]["value"][1] == "1"
@@ -240,13 +239,12 @@ def test_stub_status_exporter_outlives_an_nginx_outage():
         time.sleep(15)  # longer than five restarts inside systemd's default 10 s start-limit window
     finally:
         gateway.run_expect([0], "systemctl start nginx")
-    deadline = time.monotonic() + 30
-    while True:
+
+    def exporter_up() -> bool:
         answer = gateway.run("curl -sf http://127.0.0.1:9113/metrics")
-        if answer.rc == 0 and re.search(r"^nginx_up 1$", answer.stdout, re.M):
-            break
-        assert time.monotonic() < deadline, gateway.run("systemctl status prometheus-nginx-exporter").stdout
-        time.sleep(1)
+        return answer.rc == 0 and bool(re.search(r"^nginx_up 1$", answer.stdout, re.M))
+
+    assert wait_for(exporter_up, 30, 1), gateway.run("systemctl status prometheus-nginx-exporter").stdout
 
 
 def test_mtail_counts_responses_by_status():
@@ -258,11 +256,9 @@ def test_mtail_counts_responses_by_status():
     )
     gateway.run_expect([0], f"curl -s -o /dev/null http://127.0.0.1:{port}/no-such-page")
     pattern = re.compile(r'^nginx_http_responses_total\{[^}]*status="404"[^}]*\} [1-9]', re.M)
-    deadline = time.monotonic() + 30
-    while True:
-        metrics = gateway.check_output("curl -sf http://127.0.0.1:3903/metrics")
-        if pattern.search(metrics) or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert pattern.search(metrics), metrics[-2000:]
-    assert re.search(r'^nginx_http_responses_total\{[^}]*status="200"', metrics, re.M)
+
+    def metrics() -> str:
+        return gateway.check_output("curl -sf http://127.0.0.1:3903/metrics")
+
+    assert wait_for(lambda: pattern.search(metrics()), 30, 1), metrics()[-2000:]
+    assert re.search(r'^nginx_http_responses_total\{[^}]*status="200"', metrics(), re.M)
