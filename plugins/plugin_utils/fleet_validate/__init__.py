@@ -35,7 +35,7 @@ from .cross import (
 from .gpus import GPU_PROFILE_VAR, check_gpu_groups, host_gpus
 from .mig import check_mig
 from .models import Reader, check_models, read_local
-from .names import check_names, closest
+from .names import UNKNOWN, WAS_REMOVED, check_names, closest
 from .plans import check_plans
 from .problems import Problem, Unresolved, format_problems, has_unresolved, is_unresolved
 from .serving_groups import check_serving_groups
@@ -223,5 +223,8 @@ def _top(variable: str) -> str:
 
 def _from_extra_vars(problem: Problem) -> Problem:
     """Editing an inventory file would not help: the extra vars win over it."""
-    fix = f"pass a valid {_top(problem.variable)} in the extra vars (-e, or the AWX credential giving it)"
+    where = "in the extra vars (-e, or the AWX credential giving it)"
+    if problem.what.startswith((UNKNOWN, WAS_REMOVED)):
+        return Problem(problem.variable, problem.what, f"{problem.fix} {where}", problem.host)
+    fix = f"pass a valid {_top(problem.variable)} {where}"
     return Problem(problem.variable, problem.what, f"{fix}; {problem.fix}", problem.host)

@@ -14,6 +14,11 @@ def closest(name: str, candidates: Iterable[str], cutoff: float = 0.75) -> str |
     return found[0] if found else None
 
 
+# what a name problem says first: its fix is about the name, wherever the value came from
+UNKNOWN = "is not a variable of any vllm-fleet role"
+WAS_REMOVED = "was removed"
+
+
 def check_names(host: str, names: Iterable[str], cat: Catalogue) -> list[Problem]:
     problems = []
     for name in sorted(names):
@@ -21,14 +26,14 @@ def check_names(host: str, names: Iterable[str], cat: Catalogue) -> list[Problem
             problems.append(
                 Problem(
                     name,
-                    f"was removed; the fleet's one backend key is {REMOVED[name]}",
+                    f"{WAS_REMOVED}; the fleet's one backend key is {REMOVED[name]}",
                     f"rename {name} to {REMOVED[name]} (group_vars/all, from Vault)",
                     host,
                 )
             )
         elif cat.governs(name) and name not in cat.known:
             guess = closest(name, cat.known)
-            what = "is not a variable of any vllm-fleet role" + (f"; did you mean {guess}?" if guess else "")
+            what = UNKNOWN + (f"; did you mean {guess}?" if guess else "")
             fix = (
                 f"rename it to {guess}"
                 if guess

@@ -633,6 +633,16 @@ MUTATIONS = [
         extra=("-e", "vllm_fleet_api_key=short"),
     ),
     M(
+        "misspelt-extra-vars",
+        LAB,
+        LAB_KEY,
+        unchanged,
+        "vllm_server_modles",
+        "rename it to vllm_server_models in the extra vars (-e, or the AWX credential giving it)",
+        source=EXTRA_VARS,
+        extra=("-e", '{"vllm_server_modles": []}'),
+    ),
+    M(
         "adapter-duplicate-name",
         LAB,
         GPU_SERVER,
