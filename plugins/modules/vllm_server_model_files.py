@@ -32,7 +32,7 @@ options:
     type: list
     elements: dict
     default: []
-author: vllm-fleet maintainers
+author: vllm-fleet maintainers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
