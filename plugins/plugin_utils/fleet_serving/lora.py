@@ -103,20 +103,6 @@ def adapters(models: Any, root: str) -> list[dict[str, Any]]:
     return out
 
 
-def resolve(entries: Iterable[Mapping[str, Any]], commits: Iterable[Any]) -> list[dict[str, Any]]:
-    """Point each adapter at the commit its branch or tag resolved to (``commits``: the refs files'
-    contents, "" or None where there is none: the revision is a commit, or the path is explicit)."""
-    out = []
-    for entry, commit in zip(entries, commits, strict=True):
-        entry = dict(entry)
-        text = str(commit or "").strip()
-        if entry.get("ref") and text and "/" not in text:
-            entry["path"] = entry["path"].rsplit("/", 1)[0] + "/" + text
-            entry["resolved_revision"] = text
-        out.append(entry)
-    return out
-
-
 def rank_of(adapter_config: Any, where: str) -> int:
     """The LoRA rank ``r`` of a PEFT ``adapter_config.json`` (text or parsed)."""
     try:
