@@ -308,15 +308,15 @@ def _wait_for_adapters(vllm_url: str, key: str) -> dict[str, str]:
 def test_a_restarted_container_gets_its_adapters_back_from_the_watchdog(
     host, engine, vllm_url, gateway_url, keys
 ):
-    """A restart drops the adapters vLLM loaded at runtime; the watchdog loads them again once it serves."""
-    # after the restarts above (docker restart mid-stream, the watchdog's own)
+    """A restart drops the adapters vLLM loaded at runtime; the watchdog loads them again once it serves.
+
+    The restarts are the two above, neither made by the role: docker's mid-stream and the watchdog's own
+    (one more start of the CPU vLLM would prove nothing more)."""
+    restarted = _time(engine.api.inspect_container(VLLM)["State"]["StartedAt"])
+    deployed = _time(_fact(host)["models"]["tiny"]["current"]["deployed_at"])
+    assert restarted > deployed + 1, "vLLM has not restarted since its deployment"
     _wait_for_adapters(vllm_url, keys["backend"])
-    before = engine.api.inspect_container(VLLM)["State"]["StartedAt"]
-    engine.api.restart(VLLM, timeout=60)
-    assert engine.api.inspect_container(VLLM)["State"]["StartedAt"] != before
-    wait_until_serving(vllm_url, keys["backend"], timeout=600)
-    _wait_for_adapters(vllm_url, keys["backend"])
-    journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager -n 200")
+    journal = host.check_output("journalctl -u vllm-fleet-watchdog.service --no-pager")
     assert f"container={VLLM} action=load_adapter adapter=tiny-lora-a result=loaded" in journal
     assert f"container={VLLM} action=load_adapter adapter=tiny-lora-b result=loaded" in journal
     assert keys["backend"] not in journal
