@@ -14,7 +14,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..fleet_planner.options import GPU_FLAGS, cli_arguments
 from ..fleet_planner.versions import DEFAULT_VLLM_VERSION
 from ..fleet_serving import lora
 from ..fleet_serving.deploy import ServingError
@@ -57,6 +56,10 @@ def planner_command(
         cmd += ["--safetensors-index", str(index_path)]
     elif weights_bytes:
         cmd += ["--weights-bytes", str(int(weights_bytes))]
+    # here, not at the top: the option table loads the planner's parsers, which the report filters that
+    # only render a plan never need
+    from ..fleet_planner.options import cli_arguments
+
     flags, missing = cli_arguments(gpu, options)  # the flags come from the planner's option table
     cmd += flags
     cmd += ["--format", "json"]
@@ -206,6 +209,8 @@ def build_entry(entry: Mapping[str, Any], planner: Planner, gpu_spec: GpuSpec) -
         out["error"] = str(exc)
         return out
     out["plan"] = plan
+    from ..fleet_planner.options import GPU_FLAGS  # as in planner_command
+
     command, missing = planner_command(
         {k: v for k, v in gpu.items() if k in GPU_FLAGS or k in ("shared", "p2p")},
         options,

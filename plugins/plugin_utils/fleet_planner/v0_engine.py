@@ -31,8 +31,12 @@ default None), so VersionInfo.flashinfer_sampler is off before 0.8.
 
 from __future__ import annotations
 
-from .config import ModelArch
+from typing import TYPE_CHECKING
+
 from .errors import MIB
+
+if TYPE_CHECKING:  # annotations only: versions.py imports this module, and config.py is large
+    from .config import ModelArch
 
 # Non-torch memory a single-GPU V0 worker adds after its baseline: attention-backend workspaces and
 # allocator slack. cuBLAS workspaces come from PyTorch's caching allocator in the torch releases V0

@@ -6,13 +6,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-try:  # the control-node venv has it (requirements.txt); the collection still loads where it does not
-    from prometheus_client.parser import text_string_to_metric_families
-except ImportError as exc:
-    PROMETHEUS_CLIENT_ERROR: ImportError | None = exc
-else:
-    PROMETHEUS_CLIENT_ERROR = None
-
 COUNTER_KEYS = (
     "http_requests",
     "http_errors",
@@ -30,11 +23,15 @@ Sample = tuple[str, dict[str, str], float]
 
 def _parse(text: str) -> list[Sample]:
     """Every sample of ``text``; ValueError at the first line the parser refuses."""
-    if PROMETHEUS_CLIENT_ERROR is not None:
+    # imported here, not at the top: it costs a worker ~40 ms, which fleet_rollout_counters_delta (no
+    # parsing) need not pay; the control-node venv has it (requirements.txt), the collection loads without
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError as exc:
         raise RuntimeError(
-            f"reading vLLM metrics needs prometheus_client ({PROMETHEUS_CLIENT_ERROR}): "
+            f"reading vLLM metrics needs prometheus_client ({exc}): "
             "pip install -r requirements.txt on the control node"
-        )
+        ) from None
     return [
         (sample.name, dict(sample.labels), float(sample.value))
         for family in text_string_to_metric_families(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -9,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..fleet_planner.errors import PlanInputError
-from ..fleet_planner.options import plan_fields, vllm_flag_owners
 from ..fleet_planner.versions import parse_version
 
 
@@ -76,9 +76,32 @@ def shutdown_timeout(stop_timeout: Any, vllm_version: str | None) -> int | None:
     return max(0, stop - STOP_MARGIN_S)
 
 
-# Planner option that owns each flag (from the planner's option table): extra_args may not bypass the
-# planner's validation.
-PLANNER_FLAGS: dict[str, str] = vllm_flag_owners()
+@functools.cache
+def planner_flags() -> dict[str, str]:
+    """Planner option that owns each flag (from the planner's option table): extra_args may not bypass
+    the planner's validation. Read on first use: the option table loads the planner's parsers, which
+    most filters over this module never need."""
+    from ..fleet_planner.options import vllm_flag_owners
+
+    return vllm_flag_owners()
+
+
+@functools.cache
+def summary_fields() -> tuple[str, ...]:
+    """The launch values (the option table's plan fields), then the figures worth comparing with
+    vLLM's log. Read on first use, as ``planner_flags``."""
+    from ..fleet_planner.options import plan_fields as launch_fields
+
+    return (*launch_fields(), "kv_bytes_per_token", "kv_cache_tokens", "max_concurrency")
+
+
+def __getattr__(name: str) -> Any:
+    """``PLANNER_FLAGS`` and ``PLAN_FIELDS``, the tables above, under the names they had as constants."""
+    if name == "PLANNER_FLAGS":
+        return planner_flags()
+    if name == "PLAN_FIELDS":
+        return summary_fields()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _flag_name(token: str) -> str:
@@ -170,8 +193,9 @@ def vllm_command(
                 f"vllm_server_models[{served_name}].extra_args sets {flag}: remove it and set "
                 f"{FEATURE_FLAGS[flag].replace('[]', f'[{served_name}]')} instead (false turns it off)"
             )
-        if flag in PLANNER_FLAGS or flag in planned_flags:
-            option = PLANNER_FLAGS.get(flag, flag.lstrip("-").replace("-", "_"))
+        owners = planner_flags()
+        if flag in owners or flag in planned_flags:
+            option = owners.get(flag, flag.lstrip("-").replace("-", "_"))
             raise ServingError(
                 f"vllm_server_models[{served_name}].extra_args sets {flag}: put it in "
                 f"vllm_server_models[{served_name}].overrides.{option} instead, so the planner checks it"
@@ -335,13 +359,9 @@ def readiness_timeout(weights_bytes: Any, base: int = 300, per_gib: float = 15.0
     return int(min(maximum, base + per_gib * gib))
 
 
-# The launch values (the option table's plan fields), then the figures worth comparing with vLLM's log.
-PLAN_FIELDS = (*plan_fields(), "kv_bytes_per_token", "kv_cache_tokens", "max_concurrency")
-
-
 def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The planner's figures worth keeping next to a deployment."""
-    out = {key: plan.get(key) for key in PLAN_FIELDS if plan.get(key) is not None}
+    out = {key: plan.get(key) for key in summary_fields() if plan.get(key) is not None}
     if plan.get("warnings"):
         out["warnings"] = list(plan["warnings"])
     return out

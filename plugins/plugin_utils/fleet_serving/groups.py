@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..fleet_planner.errors import PlanInputError
-from ..fleet_planner.group import group_gpu_spec as planner_group_gpu_spec
 from ..fleet_planner.versions import parse_version
 from .deploy import ServingError, split_flags, stable_hash
 
@@ -393,6 +392,9 @@ def group_gpu_spec(group: str, facts_by_host: Any, gpus: Any = None, shared: boo
 
     ``facts_by_host``: ``[[host, nvidia_gpu facts], ...]`` in rank order; the planner's refusal is raised
     as :class:`ServingError`."""
+    # here, not at the top: it loads the whole planner, which the other filters over this module never need
+    from ..fleet_planner.group import group_gpu_spec as planner_group_gpu_spec
+
     try:
         return planner_group_gpu_spec(str(group), [(str(h), f) for h, f in facts_by_host], gpus, bool(shared))
     except PlanInputError as exc:
