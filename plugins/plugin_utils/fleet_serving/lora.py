@@ -103,6 +103,23 @@ def adapters(models: Any, root: str) -> list[dict[str, Any]]:
     return out
 
 
+def resolve(entries: Iterable[Mapping[str, Any]], commits: Iterable[Any]) -> list[dict[str, Any]]:
+    """Point each adapter at the commit its branch or tag resolved to (``commits``: the refs files'
+    contents, "" or None where there is none: the revision is a commit, or the path is explicit).
+
+    The plan report's reading (plan.yml reads the refs on a group's first host); the serve stage's module
+    vllm_server_model_files applies the same rule where it reads the folders."""
+    out = []
+    for entry, commit in zip(entries, commits, strict=True):
+        entry = dict(entry)
+        text = str(commit or "").strip()
+        if entry.get("ref") and text and "/" not in text:
+            entry["path"] = entry["path"].rsplit("/", 1)[0] + "/" + text
+            entry["resolved_revision"] = text
+        out.append(entry)
+    return out
+
+
 def rank_of(adapter_config: Any, where: str) -> int:
     """The LoRA rank ``r`` of a PEFT ``adapter_config.json`` (text or parsed)."""
     try:

@@ -22,17 +22,16 @@ MODELS = [
 ]
 
 
-def _at_commit(found: list[dict]) -> list[dict]:
-    """The adapters as vllm_server_model_files answers once tiny-a's branch resolved to c0ffee."""
-    return [{**found[0], "path": found[0]["path"].rsplit("/", 1)[0] + "/c0ffee"}, *found[1:]]
-
-
-def test_adapters_are_laid_out_like_weights_with_the_refs_file_of_a_branch() -> None:
+def test_adapters_are_laid_out_like_weights_and_resolved_through_refs() -> None:
     found = lora.adapters(MODELS, "/srv/models/")
     assert [(a["model"], a["name"], a["path"], a["ref"]) for a in found] == [
         ("tiny", "tiny-a", "/srv/models/lab/tiny-lora-a/main", "/srv/models/lab/tiny-lora-a/refs/main"),
         ("tiny", "tiny-b", "/opt/adapters/b", ""),
     ]
+    resolved = lora.resolve(found, ["0123abcd\n", ""])
+    assert resolved[0]["path"] == "/srv/models/lab/tiny-lora-a/0123abcd"
+    assert resolved[0]["resolved_revision"] == "0123abcd"
+    assert resolved[1]["path"] == "/opt/adapters/b"
 
 
 @pytest.mark.parametrize(
@@ -55,7 +54,7 @@ def test_bad_adapter_declarations_name_the_entry_and_the_fix(adapter: dict, mess
 
 def test_launch_sizes_slots_and_rank_from_the_adapter_configs() -> None:
     """A release without runtime LoRA updating: every adapter in --lora-modules and mounted on its own."""
-    found = _at_commit(lora.adapters(MODELS, "/srv/models"))
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
     out = lora.launch(found, [json.dumps({"peft_type": "LORA", "r": 8}), {"r": 20}], "0.6.0", "/srv/models")
     assert out["tiny"]["options"] == {"max_loras": 2, "max_lora_rank": 32}  # 20 -> the next rank vLLM takes
     assert out["tiny"]["modules"] == ["tiny-a=/srv/models/lab/tiny-lora-a/c0ffee", "tiny-b=/opt/adapters/b"]
@@ -66,7 +65,7 @@ def test_launch_sizes_slots_and_rank_from_the_adapter_configs() -> None:
 
 def test_sizing_from_ranks_alone_is_what_the_launch_plans() -> None:
     """The doctor sizes from the ranks it probed, with no paths: the same options the serve stage plans."""
-    found = _at_commit(lora.adapters(MODELS, "/srv/models"))
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
     for version in ("0.6.0", "0.32.0"):
         planned = lora.launch(found, [{"r": 8}, {"r": 20}], version, "/srv/models")["tiny"]
         assert lora.sizing([8, 20], lora.runtime_updating(version)) == planned["options"]
@@ -78,7 +77,7 @@ def test_sizing_from_ranks_alone_is_what_the_launch_plans() -> None:
 def test_each_model_is_sized_for_the_release_it_runs() -> None:
     """vllm_server passes each model's own release (a model with its own image): the group's release must
     not decide whether its adapters load at runtime."""
-    found = _at_commit(lora.adapters(MODELS, "/srv/models"))
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models"), ["c0ffee", ""])
     configs = [{"r": 8}, {"r": 16}]
     releases = {"tiny": {"image": "vllm/vllm-openai:v0.6.0", "vllm_version": "0.6.0"}, "other": "0.32.0"}
     own = lora.launch(found, configs, releases, "/srv/models")["tiny"]
@@ -96,7 +95,7 @@ def test_runtime_lora_updating_starts_with_0_6_1(version: str | None, runtime: b
 
 
 def test_with_runtime_updating_the_adapter_set_is_no_part_of_the_container() -> None:
-    found = _at_commit(lora.adapters(MODELS, "/srv/models/"))
+    found = lora.resolve(lora.adapters(MODELS, "/srv/models/"), ["c0ffee", ""])
     configs = [{"r": 8}, {"r": 16}]
     out = lora.launch(found, configs, "0.32.0", "/srv/models/")["tiny"]
     assert out["runtime"] is True and out["env"] == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
