@@ -6,7 +6,7 @@ fed the measured GPU and host: fleet_serving.platform.problems for whether a CUD
 the planner (fleet_planner.plan, what bin/vllm-fleet-plan prints) for the weights, KV cache and what a drafter
 adds; fleet_serving.sleep_plan.sleep_budget and sleep._asleep_bytes for what sleeping frees and keeps;
 fleet_serving.kv_offload.kv_offload for the host tier per TP rank. Figures the fleet does not predict (times,
-acceptance, hit rates without a tier) are printed with no prediction.
+acceptance, hit rates without a tier, time to first token) are printed with no prediction.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_servin
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving.sleep_plan import (  # noqa: E402
     sleep_budget,
 )
-from features_034 import CONFIGS, FEATURES, MODEL  # noqa: E402
+from features_034 import CONFIGS, FEATURES, MODEL, model_of  # noqa: E402
 
 GIB = 1024**3
 MIB = 1024**2
@@ -145,8 +145,8 @@ def _args(run: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     return dict(((run or {}).get("result") or {}).get("args") or FEATURES[name][1])
 
 
-def _plan(gpu: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
-    config = json.loads((CONFIGS / MODEL / "config.json").read_text())
+def _plan(gpu: Mapping[str, Any], args: Mapping[str, Any], model: str = MODEL) -> dict[str, Any]:
+    config = json.loads((CONFIGS / model / "config.json").read_text())
     # features_034 starts LLM(): vLLM's offline (LLM_CLASS) scheduler defaults (16,384 tokens on an H100)
     options: dict[str, Any] = {"vllm_version": VLLM, "workload": "batch"}
     for key in ("max_model_len", "enforce_eager", "gpu_memory_utilization"):
@@ -186,7 +186,7 @@ def _failed(feature: str, run: Mapping[str, Any] | None) -> dict[str, Any] | Non
         return _row(feature, "run", "", "not run", None)
     if not res.get("ok"):
         why = res.get("error") or f"no result (exit {(run.get('log') or {}).get('exit', '?')})"
-        return _row(feature, "run", "", "FAILED", None, why[:200])
+        return _row(feature, "run", "", "FAILED", None, " ".join(str(why).split())[:200])
     return None
 
 
@@ -325,6 +325,20 @@ def _round2(run: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
+def _tier(res: Mapping[str, Any], args: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
+    """The fleet's host tier for the run's --kv-offloading-size on the run's host (its MemTotal)."""
+    memtotal = next(
+        (s.get("MemTotal_bytes") for s in res.get("steps") or [] if s.get("MemTotal_bytes")), None
+    )
+    return kv_offload(
+        [{"name": "m", "kv_offload": args["kv_offloading_size"]}],
+        (memtotal or 0) // MIB or 128 * 1024,
+        VLLM,
+        {"m": p["per_gpu"]["weights_bytes"]},
+        {"m": 1},
+    )["m"]
+
+
 def kv_rows(
     on: Mapping[str, Any] | None, off: Mapping[str, Any] | None, gpu: Mapping[str, Any]
 ) -> list[dict]:
@@ -335,18 +349,8 @@ def kv_rows(
     args = _args(on, "kv_offload")
     p = _plan(gpu, args)
     per_token = int(p["kv_bytes_per_token"])
-    memtotal = next(
-        (s.get("MemTotal_bytes") for s in res.get("steps") or [] if s.get("MemTotal_bytes")), None
-    )
-    weights = {"m": p["per_gpu"]["weights_bytes"]}
     try:
-        predicted = kv_offload(
-            [{"name": "m", "kv_offload": args["kv_offloading_size"]}],
-            (memtotal or 0) // MIB or 128 * 1024,
-            VLLM,
-            weights,
-            {"m": 1},
-        )["m"]
+        predicted = _tier(res, args, p)
     except Exception as exc:  # noqa: BLE001  # the fleet's refusal is a finding too
         return [*rows, _row("kv_offload", "fleet's kv_offload sizing", "", "REFUSED", None, str(exc)[:200])]
     tier = predicted["per_rank_gib"] * GIB
@@ -493,11 +497,237 @@ def ngram_rows(
     return rows
 
 
+def sleep_real_rows(run: Mapping[str, Any] | None, gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Level 2 on a real checkpoint, woken as the fleet's sleep controller wakes it: weights, reload, KV."""
+    name = "sleep_l2_real"
+    bad = _failed(name, run)
+    rows = [bad] if bad else []
+    if run is None or not run.get("result"):
+        return rows
+    res, log = run["result"], run["log"]
+    p = _plan(gpu, _args(run, name), model_of(name))
+    g = p["per_gpu"]
+    idle = _used(res, "before_import")
+    awake = _used(res, "awake_after_generate") or _used(res, "awake")
+    asleep, woken = _used(res, "asleep_2"), _used(res, "woken_2")
+    budget = sleep_budget([{"name": "m", "sleep": 2}], {"m": p})["bytes"]["m"]
+    ck = res.get("checkpoint") or {}
+    lv = res.get("level2") or {}
+    rss = {s.get("step"): s.get("rss_bytes") for s in res.get("steps") or []}
+    freed = (log.get("sleep_freed") or [])[:1]
+    before = res.get("generate_before") or {}
+    rows += [
+        _row(
+            name,
+            "real checkpoint written (safetensors)",
+            "GiB",
+            ck.get("bytes"),
+            g["weights_bytes"],
+            f"{ck.get('tensors')} tensors, {ck.get('params')} parameters, {ck.get('s')} s"
+            if ck
+            else "already on the host",
+        ),
+        _row(
+            name,
+            "weights (vLLM: Model loading took)",
+            "GiB",
+            _gib(log.get("model_loading_gib")),
+            g["weights_bytes"],
+        ),
+        _row(
+            name,
+            "GPU in use awake (nvidia-smi, less idle)",
+            "GiB",
+            _diff(awake, idle),
+            _awake_bytes(p),
+            f"gpu_memory_utilization {p['gpu_memory_utilization']} of the GPU",
+        ),
+        _row(
+            name,
+            "level 2: GPU freed (nvidia-smi)",
+            "GiB",
+            _diff(awake, asleep),
+            budget,
+            "sleep_budget: awake share - what a sleeper keeps",
+        ),
+        _row(
+            name,
+            "level 2: GPU freed (vLLM's log)",
+            "GiB",
+            _gib(freed[0]["freed_gib"]) if freed else None,
+            budget,
+        ),
+        _row(name, "level 2: GPU kept asleep (less idle)", "GiB", _diff(asleep, idle), _asleep_bytes(p)),
+        _row(
+            name,
+            "level 2: host RAM taken asleep (RSS)",
+            "GiB",
+            _diff(rss.get("asleep_2"), rss.get("awake_after_generate")),
+            0,
+            "level 2 drops the weights",
+        ),
+        _row(
+            name,
+            "woken weights: GPU in use (less asleep)",
+            "GiB",
+            _diff(_used(res, "woken_weights"), asleep),
+            g["weights_bytes"],
+            "wake_up(tags=['weights'])",
+        ),
+        _row(
+            name,
+            "woken: GPU restored (nvidia-smi, woken / awake)",
+            "GiB",
+            _diff(woken, idle),
+            _diff(awake, idle),
+            "after wake_up(weights), reload_weights, wake_up(kv_cache); predicted: as awake before",
+        ),
+        _row(
+            name,
+            "sleep / wake seconds",
+            "s",
+            lv.get("sleep_s"),
+            None,
+            f"wake {lv.get('wake_s')} s = weights {lv.get('wake_weights_s')} + reload {lv.get('reload_s')} "
+            f"+ kv_cache {lv.get('wake_kv_s')}",
+        ),
+        _row(
+            name,
+            "same tokens after the level-2 wake",
+            "",
+            lv.get("same_tokens_as_before"),
+            True,
+            f"{sum(len(t) for t in before.get('tokens') or [])} greedy tokens, "
+            f"{before.get('distinct_tokens')} distinct; "
+            f"is_sleeping after wake {lv.get('is_sleeping_after_wake')}",
+        ),
+        _row(
+            name,
+            "same weights after the level-2 wake (vLLM's sha256)",
+            "",
+            lv.get("same_weight_checksums"),
+            True,
+            lv.get("checksum_error") or f"{lv.get('weights_checksummed')} tensors, {lv.get('checksum_s')} s",
+        ),
+        _row(
+            name,
+            "wake_up(weights) / wake_up(kv_cache) said fully awake",
+            "",
+            f"{lv.get('wake_weights_fully_awake')} / {lv.get('wake_kv_fully_awake')}",
+            "False / True",
+            "; ".join(f"{k}: {v}" for k, v in lv.items() if k.endswith("_error"))[:300],
+        ),
+    ]
+    return rows
+
+
+def _ttft(run: Mapping[str, Any] | None, rnd: str) -> dict[str, Any]:
+    return (((run or {}).get("result") or {}).get(f"{rnd}_summary")) or {}
+
+
+def ttft_rows(
+    on: Mapping[str, Any] | None, off: Mapping[str, Any] | None, gpu: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Round 2's time to first token, long prefixes gone from the GPU: loaded from the tier or prefilled."""
+    rows = [r for r in (_failed("kv_ttft", on), _failed("kv_ttft_off", off)) if r]
+    if on is None or not on.get("result"):
+        return rows
+    res, log = on["result"], on["log"]
+    args = _args(on, "kv_ttft")
+    p = _plan(gpu, args, model_of("kv_ttft"))
+    per_token = int(p["kv_bytes_per_token"])
+    work = res.get("workload") or {}
+    n, plen = int(work.get("prompts_per_round") or 0), int(work.get("prefix_tokens") or 0)
+    tail = int(work.get("tail_tokens") or 0)
+    try:
+        predicted = _tier(res, args, p)
+    except Exception as exc:  # noqa: BLE001  # the fleet's refusal is a finding too
+        return [*rows, _row("kv_ttft", "fleet's kv_offload sizing", "", "REFUSED", None, str(exc)[:200])]
+    tier = predicted["per_rank_gib"] * GIB
+    shm = _diff(_step(res, "awake").get("Shmem_bytes"), _step(res, "before_start").get("Shmem_bytes"))
+    fits = n * (plen + tail) * per_token <= tier
+    r_on, r_off = _round2(on), _round2(off)
+    s_on, s_off = _ttft(on, "round2"), _ttft(off, "round2")
+    f_on, f_off = _ttft(on, "round1"), _ttft(off, "round1")
+    med_on, med_off = s_on.get("median_s"), s_off.get("median_s")
+    rows += [
+        _row("kv_ttft", "vllm serve flags (fleet)", "", " ".join(predicted["args"]), None),
+        _row(
+            "kv_ttft",
+            "host tier per TP rank (vLLM's log)",
+            "GiB",
+            log["offload_region_gb"] * 1e9 if "offload_region_gb" in log else None,
+            tier,
+            predicted["why"],
+        ),
+        _row("kv_ttft", "host tier per TP rank (/dev/shm growth)", "GiB", shm, tier),
+        _row(
+            "kv_ttft",
+            "working set of a round (KV bytes)",
+            "GiB",
+            n * (plen + tail) * per_token,
+            tier,
+            f"{n} prompts of {plen}+{tail} tokens x {per_token} B/token (planner); "
+            f"GPU cache capped at {work.get('gpu_cache_tokens')} tokens",
+        ),
+        _row(
+            "kv_ttft",
+            "round 2: prompt tokens cached from host",
+            "tokens",
+            r_on.get("cached_host"),
+            n * plen if fits else int(tier // per_token),
+            "fits the tier" if fits else "the tier holds less than the working set",
+        ),
+        _row(
+            "kv_ttft", "round 2: prompt tokens cached on the GPU", "tokens", r_on.get("cached_device"), None
+        ),
+    ]
+    for label, r in (("with the tier", r_on), ("without", r_off)):
+        if r.get("prompt_tokens"):
+            hit = (r["gpu_hits"] + r["external_hits"]) / r["prompt_tokens"]
+            rows.append(_row("kv_ttft", f"round 2 hit rate {label}", "", round(hit, 4), None))
+    rows += [
+        _row(
+            "kv_ttft",
+            "round 2 TTFT median with the tier",
+            "s",
+            med_on,
+            None,
+            f"round 1 {f_on.get('median_s')} s; vLLM's own: median {s_on.get('vllm_ttft_median_s')} s, "
+            f"histogram mean {s_on.get('vllm_ttft_hist_mean_s')} s",
+        ),
+        _row(
+            "kv_ttft",
+            "round 2 TTFT median without",
+            "s",
+            med_off,
+            None,
+            f"round 1 {f_off.get('median_s')} s; vLLM's own: median {s_off.get('vllm_ttft_median_s')} s, "
+            f"histogram mean {s_off.get('vllm_ttft_hist_mean_s')} s",
+        ),
+        _row(
+            "kv_ttft",
+            "round 2 TTFT with / without the tier",
+            "x",
+            round(med_on / med_off, 3) if med_on and med_off else None,
+            None,
+            f"{round(med_off / med_on, 2) if med_on and med_off else '-'}x faster with the tier",
+        ),
+    ]
+    return rows
+
+
 def platform_rows(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Whether each feature ran on the GPU next to platform.problems' word for a CUDA image: it lets sleep and
     the native tier through (it refuses them only for a CPU build) and ngram everywhere."""
     cuda = [{"RepoTags": ["vllm:cuda"], "Config": {"Labels": {CUDA_LABEL: "13.0"}}}]
-    specs = {"sleep": {"sleep_level": 1}, "kv_offload": {"kv_offload": {"backend": "native"}}, "ngram": {}}
+    specs = {
+        "sleep": {"sleep_level": 1},
+        "kv_offload": {"kv_offload": {"backend": "native"}},
+        "ngram": {},
+        "sleep_l2_real": {"sleep_level": 2},
+        "kv_ttft": {"kv_offload": {"backend": "native"}},
+    }
     rows = []
     for name, spec in specs.items():
         if name in runs:
@@ -517,6 +747,8 @@ def report(outdir: Path) -> list[dict[str, Any]]:
         *sleep_rows(runs.get("sleep"), gpu),
         *kv_rows(runs.get("kv_offload"), runs.get("kv_offload_off"), gpu),
         *ngram_rows(runs.get("ngram"), runs.get("ngram_off"), gpu),
+        *sleep_real_rows(runs.get("sleep_l2_real"), gpu),
+        *ttft_rows(runs.get("kv_ttft"), runs.get("kv_ttft_off"), gpu),
     ]
 
 

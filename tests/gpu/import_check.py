@@ -11,7 +11,7 @@ MODULES = [
     "vllm.v1.engine.core",
     "vllm.v1.engine.llm_engine",
     "vllm.v1.worker.gpu_worker",
-    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.gpu.model_runner",  # vllm/v1/worker/gpu_model_runner.py before 0.34
     "vllm.v1.attention.backends.flash_attn",
     "vllm.v1.attention.backends.mla.flashattn_mla",
     "vllm.model_executor.models.llama",
