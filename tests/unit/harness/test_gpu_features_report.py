@@ -213,7 +213,17 @@ def test_a_failed_feature_is_a_row_and_the_cli_prints_the_table(outdir: Path) ->
             check=True,
         ).stdout
     )
-    assert {r["feature"] for r in rows} == {"sleep", "kv_offload", "ngram"}
+    assert {r["feature"] for r in rows} == {
+        "sleep",
+        "kv_offload",
+        "ngram",
+        "sleep_l2_real",
+        "kv_ttft",
+        "kv_ttft_off",
+    }
+    # a feature the folder has no result of is one row saying so
+    absent = {r["feature"]: r for r in rows if r["feature"] in ("sleep_l2_real", "kv_ttft", "kv_ttft_off")}
+    assert {(r["figure"], r["measured"]) for r in absent.values()} == {("run", "not run")}
     ran = {r["feature"]: r for r in rows if r["figure"] == "runs on a CUDA GPU (platform check)"}
     assert ran["sleep"]["measured"] == ran["sleep"]["predicted"] == "ran"
     assert (ran["ngram"]["measured"], ran["ngram"]["predicted"]) == ("failed", "ran")
