@@ -180,6 +180,16 @@ def _row(
     }
 
 
+def _tier_rows(feature: str, predicted: dict, log: dict, tier: float, shm: Any) -> list[dict]:
+    """The flags the fleet renders and the host tier per TP rank, by vLLM's log and by /dev/shm's growth."""
+    region = log["offload_region_gb"] * 1e9 if "offload_region_gb" in log else None
+    return [
+        _row(feature, "vllm serve flags (fleet)", "", " ".join(predicted["args"]), None),
+        _row(feature, "host tier per TP rank (vLLM's log)", "GiB", region, tier, predicted["why"]),
+        _row(feature, "host tier per TP rank (/dev/shm growth)", "GiB", shm, tier),
+    ]
+
+
 def _failed(feature: str, run: Mapping[str, Any] | None) -> dict[str, Any] | None:
     res = (run or {}).get("result") or {}
     if run is None:
@@ -363,16 +373,7 @@ def kv_rows(
     r_on, r_off = _round2(on), _round2(off)
     rows += [
         _row("kv_offload", "offloading spec (vLLM's log)", "", log.get("offload_spec"), "CPUOffloadingSpec"),
-        _row("kv_offload", "vllm serve flags (fleet)", "", " ".join(predicted["args"]), None),
-        _row(
-            "kv_offload",
-            "host tier per TP rank (vLLM's log)",
-            "GiB",
-            log["offload_region_gb"] * 1e9 if "offload_region_gb" in log else None,
-            tier,
-            predicted["why"],
-        ),
-        _row("kv_offload", "host tier per TP rank (/dev/shm growth)", "GiB", shm, tier),
+        *_tier_rows("kv_offload", predicted, log, tier, shm),
         _row(
             "kv_offload",
             "GPU KV cache tokens (capped)",
@@ -651,16 +652,7 @@ def ttft_rows(
     f_on, f_off = _ttft(on, "round1"), _ttft(off, "round1")
     med_on, med_off = s_on.get("median_s"), s_off.get("median_s")
     rows += [
-        _row("kv_ttft", "vllm serve flags (fleet)", "", " ".join(predicted["args"]), None),
-        _row(
-            "kv_ttft",
-            "host tier per TP rank (vLLM's log)",
-            "GiB",
-            log["offload_region_gb"] * 1e9 if "offload_region_gb" in log else None,
-            tier,
-            predicted["why"],
-        ),
-        _row("kv_ttft", "host tier per TP rank (/dev/shm growth)", "GiB", shm, tier),
+        *_tier_rows("kv_ttft", predicted, log, tier, shm),
         _row(
             "kv_ttft",
             "working set of a round (KV bytes)",
