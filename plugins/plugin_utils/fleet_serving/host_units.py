@@ -122,6 +122,9 @@ def host_units(
     )
     units = mig.serving_units(resolved, gpu_facts)
 
+    weights_by_name = {
+        str(m["name"]): int(r.get("weights_bytes") or 0) for m, r in zip(resolved, read, strict=True)
+    }
     group_gpu = settings.get("group_gpu") or {}
     members = len((settings.get("group") or {}).get("members") or []) if group_gpu else 1
     plans: dict[str, Any] = {}
@@ -143,10 +146,9 @@ def host_units(
             read[index].get("draft_config"),
             members if group_gpu else 0,
         )
-        weights = int(read[index].get("weights_bytes") or 0)
         plan = fleet_planner.plan(
             read[index]["config"], gpu, safetensors_index=read[index].get("index"),
-            weights_bytes=weights or None, options=options,
+            weights_bytes=weights_by_name[name] or None, options=options,
         )  # fmt: skip
         plans[str(item["key"])] = plan
         if not item.get("mig_target"):
@@ -176,9 +178,6 @@ def host_units(
     if out["refusals"]:
         return out
 
-    weights_by_name = {
-        str(m["name"]): int(r.get("weights_bytes") or 0) for m, r in zip(resolved, read, strict=True)
-    }
     tp_by_name = {str(u["name"]): plans[str(u["key"])].get("tensor_parallel_size") for u in units}
     offload = kv_offload.kv_offload(
         resolved,
