@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -31,6 +32,13 @@ ANSWERS: dict[str, tuple[int, str, bytes]] = {
         b'{"object":"error","message":"This model\'s maximum context length is 512 tokens.",'
         b'"type":"BadRequestError","param":null,"code":400}',
     ),
+    # vLLM 0.32's answer for a model it does not serve (an adapter unloaded after the routes were written)
+    "missing": (
+        404,
+        "application/json",
+        b'{"error":{"message":"The model `tiny-lora-c` does not exist. Valid aliases: tiny.",'
+        b'"type":"NotFoundError","param":"model","code":404}}',
+    ),
     "validation": (422, "application/json", b'{"detail":[{"loc":["body","n"],"msg":"Input should be > 0"}]}'),
     "text": (500, "text/plain", b"Internal Server Error"),
 }
@@ -49,9 +57,10 @@ class ShapedBackend(Backend):
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
-                    for i in range(3):
+                    for i in range(request.get("chunks", 3)):
                         self.wfile.write(f'data: {{"choices":[{{"text":"t{i}"}}]}}\n\n'.encode())
                         self.wfile.flush()
+                        time.sleep(request.get("pace", 0))
                     self.wfile.write(b"data: [DONE]\n\n")
                     return None
                 if request.get("fail") in ANSWERS:
@@ -134,6 +143,15 @@ def test_backend_errors_leave_in_the_openai_shape(
     error = _error(raw)
     assert error["message"] == message
     assert error["type"] == etype
+    assert error["code"] is None  # vLLM's numeric code (the HTTP status) is not an OpenAI code
+
+
+def test_a_model_the_backend_no_longer_serves_is_model_not_found(gateway: Gateway) -> None:
+    """vLLM's 404 for an adapter it unloaded has the code and param of the gateway's own 404."""
+    status, _headers, raw = _post(gateway, "/v1/chat/completions", {"fail": "missing"})
+    error = _error(raw)
+    assert status == 404 and (error["code"], error["param"]) == ("model_not_found", "model")
+    assert error["message"] == "The model `tiny-lora-c` does not exist. Valid aliases: tiny."
 
 
 def test_successes_and_streams_pass_untouched(gateway: Gateway) -> None:
@@ -143,6 +161,24 @@ def test_successes_and_streams_pass_untouched(gateway: Gateway) -> None:
     assert status == 200 and headers["content-type"] == "text/event-stream"
     events = [line for line in raw.decode().split("\n\n") if line]
     assert events == [f'data: {{"choices":[{{"text":"t{i}"}}]}}' for i in range(3)] + ["data: [DONE]"]
+
+
+def test_stream_chunks_leave_as_the_backend_sends_them(gateway: Gateway) -> None:
+    """The error filter sits on every proxied response: a stream still leaves chunk by chunk (a filter that
+    held data until the end, or until nginx's postpone_output, would deliver it in one burst)."""
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    body = {"model": "tiny", "stream": True, "chunks": 10, "pace": 0.1}
+    start = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Authorization": f"Bearer {CLIENT_KEY}"})
+    response = conn.getresponse()
+    arrivals = []
+    while (line := response.fp.readline()) and not line.startswith(b"data: [DONE]"):
+        if line.startswith(b"data: {"):
+            arrivals.append(time.monotonic() - start)
+    conn.close()
+    assert len(arrivals) == 10
+    # the backend sends one chunk every 0.1 s, the last 0.9 s after the first (a held stream: ~0 s apart)
+    assert arrivals[-1] - arrivals[0] > 0.5, arrivals
 
 
 def test_the_gateways_own_errors_are_openai_shaped(gateway: Gateway) -> None:
