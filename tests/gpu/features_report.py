@@ -418,6 +418,9 @@ def ngram_rows(
     res, res_off = on["result"], ((off or {}).get("result") or {})
     with_draft = _plan(gpu, _args(on, "ngram"))
     spec = with_draft.get("speculative") or {}
+    # the plan of the run without speculative decoding: the ngram plan's own figure before the drafter
+    # (kv_cache_tokens_without_draft) keeps the warm-up's verify step, which only a speculative start runs
+    without = _plan(gpu, _args(off, "ngram_off"))
     snaps = res.get("metrics") or {}
     a, b = snaps.get("before"), snaps.get("after")
     drafts = _counter(b, "vllm:spec_decode_num_drafts") - _counter(a, "vllm:spec_decode_num_drafts")
@@ -457,7 +460,7 @@ def ngram_rows(
             "KV cache tokens without (engine)",
             "tokens",
             kv_off,
-            spec.get("kv_cache_tokens_without_draft"),
+            without.get("kv_cache_tokens"),
         ),
         _row(
             "ngram",

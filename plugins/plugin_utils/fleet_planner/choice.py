@@ -229,6 +229,8 @@ def _multimodal_warning(s: Settings, final: Evaluation, mnbt: int, seqs: int) ->
         num_sms=sm_count(ctx.gpu.name),
         cc=ctx.gpu.cc,
         quant=ctx.quant,
+        spec_tokens=ctx.spec_tokens,
+        draft_slots=ctx.draft_slots,
     )
     extra = max(seen - mem.activation, 0)
     gmu = math.floor((mem.requested - extra) / mem.total * 100) / 100

@@ -75,6 +75,8 @@ class Ctx:
     max_loras: int = 0  # LoRA slots (0: LoRA off)
     max_lora_rank: int = 0
     mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt (unset modalities: vLLM's 999)
+    spec_tokens: int = 0  # num_speculative_tokens (0: no speculative decoding)
+    draft_slots: int = 0  # the method's max_num_new_slots_for_drafting
     # what the stage statics depend on besides the split and sizing, as a number
     statics_id: int = field(init=False, repr=False, compare=False)
     # what the KV layouts depend on besides the split, as a number (made on the first layout needed)
@@ -103,6 +105,8 @@ class Ctx:
                 self.max_lora_rank,
                 self.mm_limits,
                 self.derived_len,
+                self.spec_tokens,
+                self.draft_slots,
             ),
         )
 
@@ -223,6 +227,8 @@ def _rank_statics(ctx: Ctx, tp: int, pp: int, mnbt: int, seqs: int, rank: int) -
         num_sms=sm_count(ctx.gpu.name),
         cc=ctx.gpu.cc,
         quant=ctx.quant,
+        spec_tokens=ctx.spec_tokens,
+        draft_slots=ctx.draft_slots,
     )
     lay = _layout(ctx, tp, pp, rank)
     split = (

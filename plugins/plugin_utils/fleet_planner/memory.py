@@ -7,8 +7,9 @@ from a config; it is estimated here from the shapes that produce it:
   (residual + normed hidden states, the widest of gate/up+activation, fused-MoE workspaces and
   q/k/v); on the last PP stage the dummy sampler pass that follows it (fp32 logits plus the
   top-k/top-p temporaries over min(max_num_seqs, mnbt) rows, see sampler.py), which usually sets
-  the peak; and
-  the encoder pass of multimodal models;
+  the peak;
+  the encoder pass of multimodal models; and, where 0.34's extensible KV cache keeps the warm-up's peak
+  free, the warm-up's spec-decode verify step over max_num_seqs x (1 + K) logits rows (sampler.py);
 * CUDA graphs G (cuda_graphs.py): what the capture takes and, per model runner and release, what
   of it is reserved inside the budget;
 * fixed costs: CUDA context, NCCL communicators for multi-GPU workers, cuBLAS workspaces.
@@ -39,7 +40,7 @@ from .non_torch import (
     pre_snapshot_bytes,
 )
 from .quant import QuantSpec
-from .sampler import DEFAULT_SMS, sampler_bytes
+from .sampler import DEFAULT_SMS, sampler_bytes, spec_warmup_bytes
 from .v0_engine import v0_available_kv, v0_family, v0_non_torch
 from .versions import VersionInfo
 
@@ -200,7 +201,11 @@ def activation_peak(
     num_sms: int = DEFAULT_SMS,
     cc: tuple[int, int] = (9, 0),
     quant: QuantSpec | None = None,
+    spec_tokens: int = 0,
+    draft_slots: int = 0,
 ) -> float:
+    """spec_tokens: num_speculative_tokens of the speculative config (0 without one); draft_slots: the
+    method's max_num_new_slots_for_drafting."""
     tokens = mnbt
     H = arch.hidden_size
     workspace = moe_workspace_bytes(arch, tokens, tp, d, vinfo, quant, cc, stage_mlp)
@@ -221,7 +226,14 @@ def activation_peak(
             arch, mnbt, tp, d, max_num_seqs, max_model_len, mm_limits or {}, vinfo.version
         )
         a = max(a + kept, peak)
-    return a + torch_cublas_workspace(vinfo, cc)
+    a += torch_cublas_workspace(vinfo, cc)
+    if last_stage and spec_tokens:
+        # 0.34 keeps free the larger of the profile's peak and the warm-up's (measure_kv_cache_blocks); the
+        # warm-up's is allocated peak - current, so what the profile left allocated (cuBLAS workspace, the
+        # Triton top-k buffer, the MoE workspace) is not in it
+        verify = spec_warmup_bytes(vinfo, max_num_seqs, mnbt, spec_tokens, draft_slots, arch.vocab_size, H, d)
+        a = max(a, verify)
+    return a
 
 
 class StageMemory(NamedTuple):  # immutable, and built for every stage of every evaluation: cheap to make

@@ -152,6 +152,46 @@ def sampler_bytes(
     return total
 
 
+# vLLM 0.34's RejectionSampler (vllm/v1/worker/gpu/spec_decode/rejection_sampler.py) copies the target
+# logits to fp32 one chunk of whole requests at a time (MAX_CHUNK_BYTES, get_max_chunk_logits,
+# _iter_request_chunks).
+VERIFY_CHUNK_BYTES = 1 << 30
+
+
+def spec_warmup_bytes(
+    vinfo: VersionInfo,
+    max_num_seqs: int,
+    mnbt: int,
+    spec_tokens: int,
+    draft_slots: int,
+    vocab: int,
+    hidden: int,
+    d: int,
+) -> int:
+    """Torch bytes alive at the peak of the warm-up's spec-decode verify step (last PP stage), which the
+    extensible KV cache keeps free (0 where vLLM sizes the cache otherwise or runs no such step).
+
+    0.34's ``warmup_kernels`` (vllm/v1/worker/gpu/warmup.py) runs after the profile, before the KV cache is
+    sized, and records its transient peak (``ExtensibleKVCache.record_transient_peak``, read by
+    ``measure_kv_cache_blocks``) whatever the speculative method. Its first decode step sends
+    ``_cap_num_warmup_reqs`` = min(max_num_seqs, mnbt // (K + 2 + slots)) requests, each verifying
+    K drafts plus the bonus token with ``SamplingParams.for_sampler_warmup()``: the RejectionSampler holds the
+    model-dtype logits of every row while ``Sampler.apply_sampling_params`` copies one chunk of them to fp32.
+    The profile's own sampler pass has one row per request, so it never sees this.
+    """
+    if not vinfo.extensible or spec_tokens <= 0 or max_num_seqs <= 0 or vocab <= 0:
+        return 0
+    per_req = spec_tokens + 1  # decode_query_len: the drafts and the bonus token
+    reqs = min(max_num_seqs, mnbt // (per_req + 1 + max(draft_slots, 0)))
+    if reqs <= 0:
+        return 0
+    rows = reqs * per_req
+    limit = max(1, VERIFY_CHUNK_BYTES // (vocab * FP32))
+    chunk = min(rows, max(per_req, limit // per_req * per_req))  # a request is never split
+    # the step's hidden states and the rows gathered from them for the LM head, as in sampler_bytes
+    return rows * vocab * d + chunk * vocab * FP32 + 2 * rows * hidden * d
+
+
 def sampler_state_bytes(vinfo: VersionInfo, max_num_seqs: int, vocab: int) -> int:
     """Persistent per-request vocabulary buffers of the sampler (last PP stage), outside the profile peak.
 

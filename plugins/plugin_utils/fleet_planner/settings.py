@@ -18,6 +18,7 @@ from .gpu import GpuSpec
 from .lora import DEFAULT_LORA_RANK
 from .options import PlanOptions
 from .quant import QuantSpec, for_release, kv_dtype_bytes, resolve_quant
+from .speculative import verify_shape
 from .v0_engine import v0_long_context_chunked
 from .versions import VersionInfo
 from .weights import (
@@ -367,6 +368,7 @@ def settle(
     )
     derived, key, want_len = context_length(opts, arch, vinfo, notes)
     cls_seqs, seqs, mnbt = scheduler(opts, g, vinfo, notes, want_len, arch)
+    spec_tokens, draft_slots = verify_shape(opts.speculative, arch)
     ctx = Ctx(
         arch=arch,
         gpu=g,
@@ -387,6 +389,8 @@ def settle(
         kv_cache_memory_bytes=opts.kv_cache_memory_bytes,
         max_loras=opts.max_loras or 0,
         max_lora_rank=(opts.max_lora_rank or DEFAULT_LORA_RANK) if opts.max_loras else 0,
+        spec_tokens=spec_tokens,
+        draft_slots=draft_slots,
     )
     gmu = pick_gmu(opts.gpu_memory_utilization, g, vinfo, notes.warnings)
     target_len = opts.target_context_len

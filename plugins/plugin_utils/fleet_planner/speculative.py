@@ -7,13 +7,19 @@ Exports:
       weights and KV bytes per token the drafter adds on one GPU, and why
   apply_draft(result, cost) -> dict
       the plan with the drafter: its weights taken from the KV budget, its layers in every KV block
+  verify_shape(spec, target) -> (int, int)
+      the drafts each request verifies and the method's extra draft slots, for the warm-up's verify step
 
 What vLLM allocates (V1, vllm/v1/spec_decode/ and GPUModelRunner.load_model / get_kv_cache_spec):
 * ngram (and suffix): proposes from the prompt, with no weights and no KV layers: on the CPU (numba) before
   0.34, on the GPU in 0.34's model runner (Triton kernels over max_num_seqs x blocks of scratch,
-  vllm/v1/worker/gpu/spec_decode/ngram/speculator.py). Measured on an H100 with 0.34.0 (Llama-3.2-3B, 3
-  tokens, tests/gpu/results/h100-0.34.0-features): the warm-up's peak rose by 1.0 GiB, 3 % of the KV cache,
-  which the plan does not count yet.
+  vllm/v1/worker/gpu/spec_decode/ngram/speculator.py, a few MiB).
+* every method, 0.34: the extensible KV cache keeps free the warm-up's transient peak, and the warm-up
+  (warmup_kernels, vllm/v1/worker/gpu/warmup.py) verifies K drafts for up to max_num_seqs requests: the
+  rejection sampler's max_num_seqs x (1 + K) rows of logits and their fp32 chunk (sampler.spec_warmup_bytes,
+  counted in the activation peak, so in ``kv_cache_tokens_without_draft`` too). Measured on an H100 with
+  0.34.0 (Llama-3.2-3B, ngram, 3 tokens, tests/gpu/results/h100-0.34.0-features): the peak rose from 1.03 to
+  2.04 GiB (the step's bf16 logits 0.98, fp32 chunk 1.0 GiB).
 * eagle / eagle3: the head's decoder layer(s) (``num_hidden_layers`` of its config, usually 1) and its
   ``fc`` (2 x hidden for EAGLE, 3 x hidden for EAGLE-3) are loaded with the model before the profile, so
   the profile counts them as weights; EAGLE heads share the target's embedding and (EAGLE-1) LM head,
@@ -139,6 +145,25 @@ def draft_cost(
         f"draft model {draft.name}: {draft.num_layers} layers on TP {draft_tp}, its KV layers interleaved "
         "with the target's in every block",
     )
+
+
+def verify_shape(spec: Mapping[str, Any] | None, target: ModelArch) -> tuple[int, int]:
+    """(num_speculative_tokens, max_num_new_slots_for_drafting) of ``spec``; (0, 0) without one.
+
+    vLLM takes num_speculative_tokens from the config, or for mtp from the checkpoint's n_predict
+    (num_nextn_predict_layers); only the draft model's autoregressive input keeps one more slot per request
+    (``max_num_new_slots_for_drafting``, vllm/v1/worker/gpu/spec_decode/standalone_ar/config.py, 0.34).
+    """
+    if not spec:
+        return 0, 0
+    method = str(spec.get("method") or "draft_model")
+    try:
+        k = int(spec.get("num_speculative_tokens") or 0)
+    except (TypeError, ValueError):
+        k = 0
+    if k <= 0:
+        k = target.mtp_layers if method == "mtp" else 0
+    return k, 1 if method == "draft_model" else 0
 
 
 def apply_draft(result: dict[str, Any], cost: DraftCost, spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planne
     sampler_path,
     sampler_state_bytes,
     sm_count,
+    spec_warmup_bytes,
 )
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_planner.versions import version_info
 from planner_helpers import H100, config, gpu
@@ -150,6 +151,31 @@ def test_0_34_runner_keeps_penalty_state_per_request() -> None:
     }
     r34 = plan(config("Qwen__Qwen3-8B"), gpu(H100, count=1), options=dict(opts, vllm_version="0.34.0"))
     assert r34["per_gpu"]["non_torch_bytes"] >= 256 * v * 4
+
+
+def test_0_34_warmup_verify_step_holds_every_rows_logits_and_one_fp32_chunk() -> None:
+    # warmup_kernels (vllm/v1/worker/gpu/warmup.py, 0.34.0): min(1024, 16384 // (3 + 2)) requests verify
+    # 3 drafts + 1 bonus token = 4,096 rows; rejection_sampler.get_max_chunk_logits(128256) = 2,093 rows,
+    # packed by whole requests of 4: 2,092 rows in fp32
+    v34 = version_info("0.34.0")
+    v, h = 128_256, 3072
+    got = spec_warmup_bytes(v34, 1024, 16384, 3, 0, v, h, 2)
+    assert got == 4096 * v * 2 + 2092 * v * 4 + 2 * 4096 * h * 2
+    # the estimate-based releases size the KV cache from the profile, before the warm-up
+    assert spec_warmup_bytes(version_info("0.33.0"), 1024, 16384, 3, 0, v, h, 2) == 0
+    assert spec_warmup_bytes(v34, 1024, 16384, 0, 0, v, h, 2) == 0
+    # the token budget caps the requests (_cap_num_warmup_reqs); a draft model keeps one more slot each
+    assert (
+        spec_warmup_bytes(v34, 1024, 2048, 3, 0, v, h, 2)
+        == 409 * 4 * v * 2 + 409 * 4 * v * 4 + 2 * 409 * 4 * h * 2
+    )
+    assert spec_warmup_bytes(v34, 1024, 2048, 3, 1, v, h, 2) < spec_warmup_bytes(
+        v34, 1024, 2048, 3, 0, v, h, 2
+    )
+    # a request is never split across chunks, even one wider than the chunk
+    assert (
+        spec_warmup_bytes(v34, 2, 16384, 2999, 0, v, h, 2) == 6000 * v * 2 + 3000 * v * 4 + 2 * 6000 * h * 2
+    )
 
 
 def test_0_19_torch_peak_of_llama_8b_on_an_h100_matches_vllm_log() -> None:

@@ -113,6 +113,43 @@ def test_ngram_costs_no_gpu_memory() -> None:
     assert got["kv_cache_tokens"] == base["kv_cache_tokens"]
 
 
+# tests/gpu/results/h100-0.34.0-features: vLLM 0.34.0 on one H100 80GB HBM3, Llama-3.2-3B, LLM() defaults
+H100_034_RUN = {
+    "vllm_version": "0.34.0",
+    "max_model_len": 4096,
+    "enforce_eager": True,
+    "gpu_memory_utilization": 0.45,
+    "max_num_seqs": 1024,
+    "max_num_batched_tokens": 16384,
+}
+NGRAM_034 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+
+
+def test_034_counts_the_warmup_verify_step_measured_on_an_h100() -> None:
+    """ngram.log: "2.04 GiB kept for transient activations (2.04 GiB allocated at peak ...)", "GPU KV cache
+    size: 249,856 tokens"; ngram_off.log: 1.28 GiB kept (1.03 allocated), 257,536 tokens."""
+    cfg = _config("meta-llama__Llama-3.2-3B")
+    on = plan(cfg, H100, options={**H100_034_RUN, "speculative": NGRAM_034})
+    off = plan(cfg, H100, options=H100_034_RUN)
+    # 1024 requests x 4 rows of bf16 logits (0.98 GiB) and a 2,092-row fp32 chunk (1.0 GiB)
+    assert on["per_gpu"]["activation_peak_bytes"] / 2**30 == pytest.approx(2.04, rel=0.01)
+    errors = [on["kv_cache_tokens"] / 249_856 - 1, off["kv_cache_tokens"] / 257_536 - 1]
+    assert all(abs(e) <= 0.02 for e in errors), errors
+    assert abs(errors[0]) < 0.013  # +2.0 % before the verify step was counted
+    assert on["speculative"]["kv_cache_tokens_without_draft"] == on["kv_cache_tokens"]  # ngram: no drafter
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_before_034_ngram_leaves_the_plan_as_it_was(version: str) -> None:
+    """Before 0.34 the KV cache is sized from the profile, before any warm-up step runs (and ngram drafts on
+    the CPU): the plan with ngram is the plan without."""
+    cfg = _config("meta-llama__Llama-3.2-3B")
+    options = {**H100_034_RUN, "vllm_version": version}
+    on = plan(cfg, H100, options={**options, "speculative": NGRAM_034})
+    off = plan(cfg, H100, options=options)
+    assert on["per_gpu"] == off["per_gpu"] and on["kv_cache_tokens"] == off["kv_cache_tokens"]
+
+
 def test_an_eagle3_head_costs_its_layer_fc_and_draft_vocab_head() -> None:
     spec = {"method": "eagle3", "num_speculative_tokens": 3, "model": "/h"}
     options = {
