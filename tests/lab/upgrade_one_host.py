@@ -2,12 +2,13 @@
 """One lab host upgraded under client load, with the lab's own settings: what a newcomer does after
 `make lab`.
 
-Four threads of the official openai client (streaming and not, through the gateway) run while
+Four threads of the official openai client (streaming and not, through the gateway, each pausing --pause
+seconds between its requests) run while
 `playbooks/upgrade.yml` replaces one lab host's vLLMs with the same image under a second tag, then while
 `playbooks/rollback.yml` returns it. Passes when both playbooks succeed and no request failed or was cut
 short; prints the request counts and how long the canary's vLLM took to answer.
 
-Usage (the lab up): python tests/lab/upgrade_one_host.py [--host lab-gpu1] [--tag IMAGE]
+Usage (the lab up): python tests/lab/upgrade_one_host.py [--host lab-gpu1] [--tag IMAGE] [--pause 2]
   (IMAGE: the lab's vLLM image under a second tag, vllm-fleet/vllm-cpu:0.32.0-canary by default)
 """
 
@@ -34,7 +35,10 @@ GATEWAY = "http://127.0.0.1:8080/v1"
 
 @dataclass
 class Load:
-    """Clients that ask tiny without pause until stopped; every answer is classified.
+    """Clients that ask tiny until stopped, each pausing between its requests; every answer is classified.
+
+    The pause keeps requests in flight through drain, replace and gate without the lab's CPU vLLMs holding
+    both of a small machine's cores, where Ansible itself then crawls (pause 0: a request always waiting).
 
     A request that gets no complete answer (a connection error, no HTTP status) is sent once more, as the
     openai client does by default (max_retries=2): a gateway reload closes keep-alive connections the client
@@ -44,6 +48,7 @@ class Load:
 
     key: str
     threads: int = 4
+    pause: float = 2.0
     counts: dict[str, int] = field(
         default_factory=lambda: {"ok": 0, "failed": 0, "truncated": 0, "resent": 0}
     )
@@ -99,6 +104,7 @@ class Load:
             n += 1
             with self._lock:
                 self.counts[outcome] += 1
+            self._stop.wait(self.pause)
 
     def __enter__(self) -> Load:
         self._workers = [
@@ -158,14 +164,15 @@ def gateway_errors() -> str:
     return "\n    " + text.replace("\n", "\n    ") if text else "(empty)"
 
 
-def phase(name: str, key: str, *args: str) -> tuple[bool, str]:
-    with Load(key) as load:
+def phase(name: str, key: str, pause: float, *args: str) -> tuple[bool, str]:
+    with Load(key, pause=pause) as load:
         load.flowing()
         rc, seconds, output = playbook(name, *args)
         time.sleep(2)  # requests sent as the host came back are answered by it too
     counts = load.counts
     line = (
-        f"{name}: rc {rc} in {seconds:.0f} s; requests {load.answered()}, ok {counts['ok']}, "
+        f"{name}: rc {rc} in {seconds:.0f} s; requests {load.answered()} ({load.threads} threads, "
+        f"{pause:g} s pause), ok {counts['ok']}, "
         f"failed {counts['failed']}, truncated {counts['truncated']}; "
         f"resent once after a connection error {counts['resent']}"
     )
@@ -191,6 +198,9 @@ def main() -> int:
     )
     parser.add_argument("--host", default="lab-gpu1")
     parser.add_argument("--tag", default="vllm-fleet/vllm-cpu:0.32.0-canary")
+    parser.add_argument(
+        "--pause", type=float, default=2.0, help="seconds each client thread waits between requests"
+    )
     args = parser.parse_args()
     gateway = yaml.safe_load((INVENTORY / "group_vars/gateways/gateway.yml").read_text())
     key = gateway["gateway_client_keys"][0]["key"]
@@ -198,11 +208,13 @@ def main() -> int:
         "vllm_server_image"
     ]
     subprocess.run(["docker", "tag", image, args.tag], check=True)
-    ok_up, up = phase("upgrade.yml", key, "--limit", args.host, "-e", f"vllm_server_image={args.tag}")
+    ok_up, up = phase(
+        "upgrade.yml", key, args.pause, "--limit", args.host, "-e", f"vllm_server_image={args.tag}"
+    )
     print(up, flush=True)
     if ok_up:
         print(f"canary ready (s): {ready_seconds(args.host)}")
-    ok_back, back = phase("rollback.yml", key, "--limit", args.host)
+    ok_back, back = phase("rollback.yml", key, args.pause, "--limit", args.host)
     print(back)
     print(f"{'PASS' if ok_up and ok_back else 'FAIL'}: one lab host upgraded and rolled back under load")
     return 0 if ok_up and ok_back else 1

@@ -94,6 +94,20 @@ class Backend:
         self.servers = []
 
 
+# What render.yml writes; each configuration is rendered once per test process and kept with its ports and
+# folder as placeholders (an ansible-playbook run takes seconds; tests differ only in their free ports).
+RENDERED_FILES = (
+    "gateway.js",
+    "clients.conf",
+    "backend-auth.conf",
+    "proxy.conf",
+    "upstreams.conf",
+    "gateway.conf",
+)
+_RENDERED: dict[str, dict[str, str]] = {}
+_NUMBER = re.compile(r"(?<!\d)\d+(?!\d)")
+
+
 class Gateway:
     def __init__(self, nginx: str, out: Path, backends: list[Backend], port: int) -> None:
         self.nginx, self.out, self.backends = nginx, out, backends
@@ -111,6 +125,27 @@ class Gateway:
         )
 
     def render(self, drained: list[str] = (), affinity: bool = True) -> None:  # type: ignore[assignment]
+        """The role's templates for these backends (``drained`` marked down) into this gateway's folder:
+        rendered by Ansible the first time this process meets the configuration, then from what it wrote."""
+        ports = [p for b in self.backends for p in b.ports.values()] + [self.port]
+        key = json.dumps([list(drained), affinity, [(b.host, list(b.ports)) for b in self.backends]])
+        if key not in _RENDERED:
+            self._render(drained, affinity)
+            index = {str(port): f"@PORT{i}@" for i, port in enumerate(ports)}
+            _RENDERED[key] = {
+                name: _NUMBER.sub(
+                    lambda m: index.get(m.group(), m.group()),
+                    (self.out / name).read_text().replace(str(self.out), "@OUT@"),
+                )
+                for name in RENDERED_FILES
+            }
+            return
+        for name, text in _RENDERED[key].items():
+            for i, port in enumerate(ports):
+                text = text.replace(f"@PORT{i}@", str(port))
+            (self.out / name).write_text(text.replace("@OUT@", str(self.out)))
+
+    def _render(self, drained: list[str], affinity: bool) -> None:
         extra = {
             "render_out": str(self.out),
             "render_drained": list(drained),
