@@ -94,15 +94,14 @@ class Backend:
         self.servers = []
 
 
-# What render.yml writes; each configuration is rendered once per test process and kept with its ports and
-# folder as placeholders (an ansible-playbook run takes seconds; tests differ only in their free ports).
-RENDERED_FILES = (
-    "gateway.js",
-    "clients.conf",
-    "backend-auth.conf",
-    "proxy.conf",
-    "upstreams.conf",
-    "gateway.conf",
+# What render.yml writes (its template task's destinations); each configuration is rendered once per test
+# process and kept with its ports and folder as placeholders (an ansible-playbook run takes seconds; tests
+# differ only in their free ports).
+RENDERED_FILES = tuple(
+    item["dest"]
+    for task in yaml.safe_load((ROOT / "tests/gateway/render.yml").read_text())[0]["tasks"]
+    if "ansible.builtin.template" in task
+    for item in task["loop"]
 )
 _RENDERED: dict[str, dict[str, str]] = {}
 _NUMBER = re.compile(r"(?<!\d)\d+(?!\d)")
