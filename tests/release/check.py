@@ -138,20 +138,18 @@ def main() -> int:
     parser.add_argument("image", help="a vLLM image, e.g. the lab's vllm-fleet/vllm-cpu:0.32.0")
     parser.add_argument("--capture", type=Path, help="keep what was read from the release in this folder")
     args = parser.parse_args()
-    reads = {  # each a container of its own, run side by side: each spends its time importing vllm
-        "vllm_help": ("vllm", ("--help",), None),
-        "env_names": ("python3", ("-",), ENVS_SCRIPT),
-        "serve_help": ("vllm", ("serve", "--help=all"), None),
-        "bench_help": ("vllm", ("bench", "serve", "--help=all"), None),
-        "printed": ("python3", ("-",), METRICS_SCRIPT),
-    }
-    with ThreadPoolExecutor(max_workers=len(reads)) as pool:
-        futures = {
-            name: pool.submit(_in_image, args.image, entry, *argv, stdin=stdin)
-            for name, (entry, argv, stdin) in reads.items()
-        }
-        read = {name: future.result() for name, future in futures.items()}
-    vllm_help, env_names, serve_help, bench_help, printed = (read[name] for name in reads)
+    # each read a container of its own, side by side: each spends its time importing vllm
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        vllm_help, env_names, serve_help, bench_help, printed = (
+            future.result()
+            for future in [
+                pool.submit(_in_image, args.image, "vllm", "--help"),
+                pool.submit(_in_image, args.image, "python3", "-", stdin=ENVS_SCRIPT),
+                pool.submit(_in_image, args.image, "vllm", "serve", "--help=all"),
+                pool.submit(_in_image, args.image, "vllm", "bench", "serve", "--help=all"),
+                pool.submit(_in_image, args.image, "python3", "-", stdin=METRICS_SCRIPT),
+            ]
+        )
     version, _sep, metrics_source = printed.partition("\n")
     if args.capture:
         args.capture.mkdir(parents=True, exist_ok=True)
