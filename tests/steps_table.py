@@ -9,6 +9,9 @@ A vLLM start is a container of the lab's vLLM image (its label io.vllm-fleet.cud
 tag and image built from it) that ran at least MIN_SERVING_S, or still ran when its step ended: what
 `vllm serve` costs, as opposed to the image's short runs (--help, download-kernels, cat): most of
 make test's time goes on CPU vLLM starts.
+
+Steps that ran side by side (bin/test's `begin`) are marked so; the "all steps" line counts their shared
+time once (the wall time the steps covered) and each vLLM start once, whichever step it fell in.
 """
 
 from __future__ import annotations
@@ -61,16 +64,36 @@ def vllm_runs(lines: Iterable[str]) -> list[tuple[float, float | None]]:
     return sorted(runs.values())
 
 
-def vllm_starts(step: Step, runs: list[tuple[float, float | None]]) -> int:
-    """The serving vLLM starts within a step (see the module's docstring)."""
-    count = 0
+def serving_runs(step: Step, runs: list[tuple[float, float | None]]) -> set[tuple[float, float | None]]:
+    """The serving vLLM runs that started within a step (see the module's docstring)."""
+    found = set()
     for start, die in runs:
         if not step.start <= start <= step.end:
             continue
         lasted = (die if die is not None else step.end) - start
         if lasted >= MIN_SERVING_S or die is None or die > step.end:
-            count += 1
-    return count
+            found.add((start, die))
+    return found
+
+
+def vllm_starts(step: Step, runs: list[tuple[float, float | None]]) -> int:
+    """How many serving vLLMs started within a step."""
+    return len(serving_runs(step, runs))
+
+
+def wall_seconds(steps: list[Step]) -> float:
+    """The time the steps covered, side-by-side stretches counted once."""
+    covered, reach = 0.0, float("-inf")
+    for step in sorted(steps, key=lambda s: s.start):
+        if step.end > reach:
+            covered += step.end - max(step.start, reach)
+            reach = step.end
+    return covered
+
+
+def beside(step: Step, steps: list[Step]) -> bool:
+    """Whether another step ran during this one."""
+    return any(o is not step and o.start < step.end and step.start < o.end for o in steps)
 
 
 def table(steps: list[Step], runs: list[tuple[float, float | None]]) -> str:
@@ -78,10 +101,10 @@ def table(steps: list[Step], runs: list[tuple[float, float | None]]) -> str:
     rows = [f"=== {'step':<{width}} {'seconds':>8} {'vLLM starts':>11}  result"]
     for step in steps:
         seconds, starts = step.end - step.start, vllm_starts(step, runs)
-        rows.append(f"=== {step.name:<{width}} {seconds:>8.0f} {starts:>11}  {step.status}")
-    total_starts = sum(vllm_starts(s, runs) for s in steps)
-    total = sum(s.end - s.start for s in steps)
-    rows.append(f"=== {'all steps':<{width}} {total:>8.0f} {total_starts:>11}")
+        side = " (side by side)" if beside(step, steps) else ""
+        rows.append(f"=== {step.name:<{width}} {seconds:>8.0f} {starts:>11}  {step.status}{side}")
+    total_starts = len(set().union(*(serving_runs(s, runs) for s in steps)))
+    rows.append(f"=== {'all steps':<{width}} {wall_seconds(steps):>8.0f} {total_starts:>11}")
     return "\n".join(rows)
 
 

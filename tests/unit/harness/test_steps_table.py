@@ -54,3 +54,16 @@ def test_no_events_file_still_prints_the_seconds(tmp_path: Path, capsys) -> None
     steps.write_text("pytest\t0\t325\tok\n")
     assert steps_table.main(["x", str(steps), str(tmp_path / "missing.jsonl")]) == 0
     assert "pytest" in capsys.readouterr().out
+
+
+def test_steps_side_by_side_count_their_shared_time_and_starts_once(tmp_path: Path) -> None:
+    # sanity began beside ansible-lint; the two molecule scenarios of one batch overlap too
+    lines = ["ansible-lint\t0\t100\tok", "ansible-test sanity\t0\t130\tok", "pytest\t130\t430\tok",
+             "molecule hosts\t500\t800\tok", "molecule weights\t500\t700\tok"]  # fmt: skip
+    parsed = steps_table.read_steps(lines)
+    assert steps_table.wall_seconds(parsed) == 130 + 300 + 300
+    runs = [(520.0, 900.0)]  # a vLLM started during both scenarios of the batch
+    assert [steps_table.vllm_starts(s, runs) for s in parsed] == [0, 0, 0, 1, 1]
+    out = steps_table.table(parsed, runs).splitlines()
+    assert out[-1].split()[-2:] == ["730", "1"]
+    assert out[1].endswith("ok (side by side)") and out[3].endswith("ok")  # pytest ran alone
