@@ -10,7 +10,9 @@ last commit whose `fleet_*` packages imported every submodule in their `__init__
 
 Then a real `ansible-playbook` against each: --hosts local hosts, three tasks whose templates call
 `vllm_fleet_var`, `fleet_monitoring_dcgm_hosts` and `fleet_rollout_counters_delta` as the roles do, so each
-host's task runs in its own worker that loads the filter (forks as many as hosts).
+host's task runs in its own worker that loads the filter (forks as many as hosts); and against the
+collection now once more with the play's hosts pattern through `vllm_fleet_preload`, as the collection's
+playbooks have it: the filters loaded once in the controller, which each worker inherits.
 
 Prints the filters that cost most in the baseline (the fastest of --repeat processes each, in ms), the sum
 over every filter and the all-in-one import, the playbook's seconds and CPU seconds, and the ratios.
@@ -39,20 +41,22 @@ BASELINE = "1dedf05"  # before the lazy `fleet_*` package imports (#30)
 PRELOADED = "import ansible.plugins.loader, ansible.template"
 _LINE = re.compile(r"import time:\s+\d+ \|\s+(\d+) \| (\S+)$")
 PLAY = """- name: Filters as the roles call them, one worker per host and task
-  hosts: bench
+  hosts: {hosts}
   gather_facts: false
   tasks:
     - name: A role's variable
       ansible.builtin.set_fact:
-        bench_image: "{{ hostvars[inventory_hostname]
-          | vllm_fleet.vllm_fleet.vllm_fleet_var('vllm_server_image') }}"
+        bench_image: "{{{{ hostvars[inventory_hostname]
+          | vllm_fleet.vllm_fleet.vllm_fleet_var('vllm_server_image') }}}}"
     - name: The hosts that run the DCGM exporter
       ansible.builtin.set_fact:
-        bench_dcgm: "{{ groups['bench'] | vllm_fleet.vllm_fleet.fleet_monitoring_dcgm_hosts(hostvars) }}"
+        bench_dcgm: "{{{{ groups['bench'] | vllm_fleet.vllm_fleet.fleet_monitoring_dcgm_hosts(hostvars) }}}}"
     - name: A soak window's counters
       ansible.builtin.set_fact:
-        bench_delta: "{{ {} | vllm_fleet.vllm_fleet.fleet_rollout_counters_delta({}) }}"
+        bench_delta: "{{{{ {{}} | vllm_fleet.vllm_fleet.fleet_rollout_counters_delta({{}}) }}}}"
 """
+# the collection's playbooks: the filters loaded in the controller by the hosts pattern
+PRELOADED_HOSTS = "\"{{ 'bench' | vllm_fleet.vllm_fleet.vllm_fleet_preload }}\""
 
 
 def collection_at(rev: str, into: Path) -> Path:
@@ -83,8 +87,9 @@ def import_us(root: Path, modules: list[str]) -> int:
     return sum(int(m[1]) for line in done.stderr.splitlines() if (m := _LINE.match(line)) and m[2] in wanted)
 
 
-def playbook(root: Path, workdir: Path, hosts: int) -> tuple[float, float]:
+def playbook(root: Path, workdir: Path, hosts: int, pattern: str = "bench") -> tuple[float, float]:
     """Seconds and CPU seconds (every process) of the play against the collection under `root`."""
+    (workdir / "play.yml").write_text(PLAY.format(hosts=pattern))
     env = {
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(root),
@@ -142,13 +147,13 @@ def main() -> int:
         }
         workdir = Path(tmp) / "play"
         workdir.mkdir()
-        (workdir / "play.yml").write_text(PLAY)
         python = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
         (workdir / "inventory.ini").write_text(f"[bench]\nh[1:{args.hosts}] {python}\n")
-        runs: dict[str, list[tuple[float, float]]] = {side: [] for side in roots}
+        runs: dict[str, list[tuple[float, float]]] = {side: [] for side in [*roots, "preloaded"]}
         for _ in range(args.repeat):  # alternating, as the imports
             for side, root in roots.items():
                 runs[side].append(playbook(root, workdir, args.hosts))
+            runs["preloaded"].append(playbook(roots["now"], workdir, args.hosts, PRELOADED_HOSTS))
         played = {side: min(found) for side, found in runs.items()}  # the fastest run, with its CPU
 
     now, base = each["now"], each["baseline"]
@@ -167,6 +172,14 @@ def main() -> int:
     print(f"  {'seconds':42} {wall:7.2f}   {base_wall:16.2f}   ratio {wall / base_wall:.2f}x")
     print(
         f"  {'CPU seconds, all its processes':42} {cpu:7.2f}   {base_cpu:16.2f}   ratio {cpu / base_cpu:.2f}x"
+    )
+    pre_wall, pre_cpu = played["preloaded"]
+    print(
+        "the same play now, its filters loaded once in the controller (vllm_fleet_preload) vs in each worker:"
+    )
+    print(f"  {'seconds':42} {pre_wall:7.2f}   {wall:16.2f}   ratio {pre_wall / wall:.2f}x")
+    print(
+        f"  {'CPU seconds, all its processes':42} {pre_cpu:7.2f}   {cpu:16.2f}   ratio {pre_cpu / cpu:.2f}x"
     )
     return 0
 

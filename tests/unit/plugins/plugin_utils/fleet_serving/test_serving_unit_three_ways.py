@@ -111,7 +111,8 @@ def planned(tmp_path_factory) -> dict[str, Any]:
             [
                 {
                     "name": "vllm_server's preflight, up to the plans",
-                    "hosts": "gpu_nodes",
+                    # as the collection's playbooks do: its filters loaded once (vllm_fleet_preload)
+                    "hosts": "{{ 'gpu_nodes' | vllm_fleet.vllm_fleet.vllm_fleet_preload }}",
                     "gather_facts": False,
                     "tasks": [
                         {
