@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""The per-step table `make test` prints at its end: each step's seconds and how many CPU vLLMs it started.
+"""The per-step table `make test` prints at its end: each step's seconds, how many CPU vLLMs it started and
+where its CPU went.
 
-usage: python tests/steps_table.py STEPS.tsv DOCKER_EVENTS.jsonl
+usage: python tests/steps_table.py STEPS.tsv DOCKER_EVENTS.jsonl [CPU.jsonl]
   STEPS.tsv: one line per step, "name<TAB>start<TAB>end<TAB>ok|FAILED" (epoch seconds; bin/test writes it)
   DOCKER_EVENTS.jsonl: `docker events --format '{{json .}}'` for container start/die over the whole run
+  CPU.jsonl: tests/cpu_sampler.py's samples over the whole run
+
+The CPU columns, in core-seconds over the step's time: busy (the whole machine, and its share of all
+cores), vLLM (the containers of the vLLM image), nodes (every other container: the lab's and the
+scenarios' hosts, where each Ansible task's module runs) and control (the rest: ansible-playbook and its
+workers, pytest, dockerd). Steps side by side share the machine: each one's columns hold both.
 
 A vLLM start is a container of the lab's vLLM image (its label io.vllm-fleet.cuda-version, kept by every
 tag and image built from it) that ran at least MIN_SERVING_S, or still ran when its step ended: what
@@ -41,6 +48,70 @@ def read_steps(lines: Iterable[str]) -> list[Step]:
         if len(parts) == 4:
             steps.append(Step(parts[0], float(parts[1]), float(parts[2]), parts[3]))
     return steps
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    when: float
+    busy: float  # core-seconds the machine was busy since boot
+    cores: int
+    containers: dict[str, float]  # container id -> its core-seconds since it started
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    busy: float
+    vllm: float
+    nodes: float
+    cores: int
+
+    @property
+    def control(self) -> float:
+        return max(self.busy - self.vllm - self.nodes, 0.0)
+
+
+def read_cpu_samples(lines: Iterable[str]) -> list[CpuSample]:
+    samples = []
+    for line in lines:
+        try:
+            raw = json.loads(line)
+            samples.append(
+                CpuSample(float(raw["t"]), float(raw["busy"]), int(raw["cores"]), raw["containers"])
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return sorted(samples, key=lambda s: s.when)
+
+
+def vllm_ids(lines: Iterable[str]) -> set[str]:
+    """The ids of every container of the vLLM image that started during the run."""
+    ids = set()
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if VLLM_LABEL in ((event.get("Actor") or {}).get("Attributes") or {}):
+            ids.add(event.get("id", ""))
+    return ids
+
+
+def cpu_use(start: float, end: float, samples: list[CpuSample], vllm: set[str]) -> CpuUse | None:
+    """The CPU spent between the first and the last sample within [start, end]; None with fewer than two."""
+    within = [s for s in samples if start <= s.when <= end]
+    if len(within) < 2:
+        return None
+    busy = vllm_s = nodes = 0.0
+    for before, after in zip(within, within[1:], strict=False):
+        busy += max(after.busy - before.busy, 0.0)
+        for cid, seconds in after.containers.items():
+            # a container that started between the two samples counts from zero
+            spent = max(seconds - before.containers.get(cid, 0.0), 0.0)
+            if cid in vllm:
+                vllm_s += spent
+            else:
+                nodes += spent
+    return CpuUse(busy, vllm_s, nodes, within[0].cores)
 
 
 def vllm_runs(lines: Iterable[str]) -> list[tuple[float, float | None]]:
@@ -96,26 +167,48 @@ def beside(step: Step, steps: list[Step]) -> bool:
     return any(o is not step and o.start < step.end and step.start < o.end for o in steps)
 
 
-def table(steps: list[Step], runs: list[tuple[float, float | None]]) -> str:
+def cpu_columns(use: CpuUse | None, seconds: float) -> str:
+    if use is None:
+        return f"{'':>15} {'':>6} {'':>6} {'':>7}"
+    share = 100 * use.busy / (seconds * use.cores) if seconds > 0 else 0.0
+    return f"{use.busy:>7.0f} ({share:>3.0f} %) {use.vllm:>6.0f} {use.nodes:>6.0f} {use.control:>7.0f}"
+
+
+def table(
+    steps: list[Step],
+    runs: list[tuple[float, float | None]],
+    samples: list[CpuSample] | None = None,
+    vllm: set[str] | None = None,
+) -> str:
+    samples, vllm = samples or [], vllm or set()
     width = max([len(s.name) for s in steps] + [4])
-    rows = [f"=== {'step':<{width}} {'seconds':>8} {'vLLM starts':>11}  result"]
+    head = f" {'CPU s: busy':>15} {'vLLM':>6} {'nodes':>6} {'control':>7}" if samples else ""
+    rows = [f"=== {'step':<{width}} {'seconds':>8} {'vLLM starts':>11}{head}  result"]
     for step in steps:
         seconds, starts = step.end - step.start, vllm_starts(step, runs)
         side = " (side by side)" if beside(step, steps) else ""
-        rows.append(f"=== {step.name:<{width}} {seconds:>8.0f} {starts:>11}  {step.status}{side}")
+        cpu = " " + cpu_columns(cpu_use(step.start, step.end, samples, vllm), seconds) if samples else ""
+        rows.append(f"=== {step.name:<{width}} {seconds:>8.0f} {starts:>11}{cpu}  {step.status}{side}")
     total_starts = len(set().union(*(serving_runs(s, runs) for s in steps)))
-    rows.append(f"=== {'all steps':<{width}} {wall_seconds(steps):>8.0f} {total_starts:>11}")
+    wall = wall_seconds(steps)
+    cpu = ""
+    if samples and steps:
+        use = cpu_use(min(s.start for s in steps), max(s.end for s in steps), samples, vllm)
+        cpu = " " + cpu_columns(use, wall)
+    rows.append(f"=== {'all steps':<{width}} {wall:>8.0f} {total_starts:>11}{cpu}".rstrip())
     return "\n".join(rows)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     steps = read_steps(Path(argv[1]).read_text().splitlines())
     events = Path(argv[2])
-    runs = vllm_runs(events.read_text().splitlines()) if events.exists() else []
-    print(table(steps, runs))
+    event_lines = events.read_text().splitlines() if events.exists() else []
+    cpu = Path(argv[3]) if len(argv) == 4 else None
+    samples = read_cpu_samples(cpu.read_text().splitlines()) if cpu and cpu.exists() else []
+    print(table(steps, vllm_runs(event_lines), samples, vllm_ids(event_lines)))
     return 0
 
 

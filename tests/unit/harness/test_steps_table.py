@@ -67,3 +67,40 @@ def test_steps_side_by_side_count_their_shared_time_and_starts_once(tmp_path: Pa
     out = steps_table.table(parsed, runs).splitlines()
     assert out[-1].split()[-2:] == ["730", "1"]
     assert out[1].endswith("ok (side by side)") and out[3].endswith("ok")  # pytest ran alone
+
+
+def cpu_line(when: float, busy: float, containers: dict[str, float]) -> str:
+    return json.dumps({"t": when, "busy": busy, "cores": 2, "containers": containers})
+
+
+def test_cpu_columns_split_a_steps_cpu_between_vllm_nodes_and_control(tmp_path: Path, capsys) -> None:
+    steps = tmp_path / "steps.tsv"
+    steps.write_text("pytest\t0\t100\tok\nmolecule serving\t100\t200\tok\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text(event("start", "vllm1", 120, VLLM) + "\n" + event("start", "node1", 101, OTHER) + "\n")
+    cpu = tmp_path / "cpu.jsonl"
+    cpu.write_text(
+        "\n".join(
+            [
+                cpu_line(0, 1000, {}),
+                cpu_line(100, 1150, {}),  # pytest: 150 core-seconds of 200, none in containers
+                cpu_line(150, 1230, {"node1": 30, "vllm1": 20}),  # both started after the last sample
+                "torn line",
+                cpu_line(200, 1320, {"node1": 40, "vllm1": 80}),  # node1 +10, vllm1 +60
+            ]
+        )
+    )
+    samples = steps_table.read_cpu_samples(cpu.read_text().splitlines())
+    vllm = steps_table.vllm_ids(events.read_text().splitlines())
+    assert vllm == {"vllm1"}
+    serving = steps_table.cpu_use(100, 200, samples, vllm)
+    assert (serving.busy, serving.vllm, serving.nodes, serving.control) == (170, 80, 40, 50)
+    assert steps_table.cpu_use(0, 100, samples, vllm).control == 150
+    assert steps_table.cpu_use(10, 90, samples, vllm) is None  # no two samples within: no figure
+    assert steps_table.main(["x", str(steps), str(events), str(cpu)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-5:] == ["busy", "vLLM", "nodes", "control", "result"]
+    # 150 of 2 cores x 100 s = 75 %; serving (a vLLM started): 170 s = 85 %, vLLM 80, nodes 40, control 50
+    assert out[1].split()[2:] == ["100", "0", "150", "(", "75", "%)", "0", "0", "150", "ok"]
+    assert out[2].split()[3:] == ["100", "1", "170", "(", "85", "%)", "80", "40", "50", "ok"]
+    assert out[3].split()[3:6] == ["200", "1", "320"]  # all steps: 320 core-seconds over 200 s
