@@ -2,10 +2,16 @@
 
 Each mutation is applied to a copy of an inventory; validate.yml must fail with one line that names the
 variable and says the fix, contact no host and change nothing. The untouched inventories must pass.
+
+validate.yml reports every problem of an inventory in one run, so mutations that cannot hide one another
+share a copy and a run (``batches``); each keeps its own test and assertions. A mutation that an inventory's
+other mistakes could hide runs alone: one given extra vars, one that edits hosts.yml (the groups decide which
+group_vars apply), one marked ``alone``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -35,6 +41,7 @@ class Mutation:
     source: str = ""  # where the line says the value comes from (its label ends so), when asserted
     extra: tuple[str, ...] = ()  # extra ansible-playbook arguments (-e ...)
     not_named: tuple[str, ...] = ()  # variables no line may name (a wrong fix proposed elsewhere)
+    alone: bool = False  # validated in a copy without other mistakes (see the module's docstring)
 
 
 def setvar(name: str, value: Any) -> Callable[[Any], Any]:
@@ -730,14 +737,58 @@ def _vault(loader: yaml.SafeLoader, node: yaml.Node) -> str:
 _Loader.add_constructor("!vault", _vault)
 
 
-def mutated_copy(mutation: Mutation, dest: Path) -> Path:
-    folder = dest / mutation.inventory
-    shutil.copytree(ROOT / "inventories" / mutation.inventory, folder)
-    path = folder / mutation.file
+def load_vars(path: Path) -> Any:
     data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
     assert not any(isinstance(v, str) and v.startswith("!vault ") for v in (data or {}).values())
-    path.write_text("---\n" + yaml.safe_dump(mutation.edit(data), sort_keys=False), encoding="utf-8")
+    return data
+
+
+def mutated_copy(mutations: list[Mutation], dest: Path) -> Path:
+    """A copy of the mutations' inventory with each one's edit applied (those of one file in turn)."""
+    folder = dest / mutations[0].inventory
+    shutil.copytree(ROOT / "inventories" / mutations[0].inventory, folder)
+    for file in dict.fromkeys(m.file for m in mutations):
+        path = folder / file
+        data = load_vars(path)
+        for mutation in (m for m in mutations if m.file == file):
+            data = mutation.edit(data)
+        path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return folder
+
+
+def changed_keys(mutation: Mutation) -> frozenset[str]:
+    """The top-level keys of its file a mutation adds, removes or changes."""
+    before = load_vars(ROOT / "inventories" / mutation.inventory / mutation.file) or {}
+    after = mutation.edit(copy.deepcopy(before)) or {}
+    return frozenset(k for k in {*before, *after} if before.get(k, ...) != after.get(k, ...))
+
+
+def runs_alone(mutation: Mutation) -> bool:
+    return mutation.alone or bool(mutation.extra) or mutation.file == "hosts.yml"
+
+
+def fits(mutation: Mutation, batch: list[Mutation]) -> bool:
+    """Whether a mutation can join a batch: no key of a file changed twice, no line it must not see."""
+    if runs_alone(mutation) or runs_alone(batch[0]) or mutation.inventory != batch[0].inventory:
+        return False
+    return not any(
+        (other.file == mutation.file and changed_keys(other) & changed_keys(mutation))
+        or other.variable in mutation.not_named
+        or mutation.variable in other.not_named
+        for other in batch
+    )
+
+
+def batches(mutations: list[Mutation]) -> list[list[Mutation]]:
+    """The mutations in batches validate.yml checks in one run, in the order of their first member."""
+    found: list[list[Mutation]] = []
+    for mutation in mutations:
+        batch = next((b for b in found if fits(mutation, b)), None)
+        if batch is None:
+            found.append([mutation])
+        else:
+            batch.append(mutation)
+    return found
 
 
 def run_validate(inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -782,9 +833,43 @@ def test_the_table_is_large_enough():
     assert len({m.ident for m in MUTATIONS}) == len(MUTATIONS)
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.ident for m in MUTATIONS])
-def test_each_mistake_is_one_clear_line(mutation, tmp_path):
-    proc = run_validate(mutated_copy(mutation, tmp_path), *mutation.extra)
+BATCHES = batches(MUTATIONS)
+BATCH_OF = {m.ident: i for i, batch in enumerate(BATCHES) for m in batch}
+
+
+@pytest.fixture(scope="module")
+def validated(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[Mutation], subprocess.CompletedProcess[str]]:
+    """validate.yml's run over a mutation's batch, made once per batch (on this xdist worker)."""
+    runs: dict[int, subprocess.CompletedProcess[str]] = {}
+
+    def run(mutation: Mutation) -> subprocess.CompletedProcess[str]:
+        index = BATCH_OF[mutation.ident]
+        if index not in runs:
+            batch = BATCHES[index]
+            runs[index] = run_validate(mutated_copy(batch, tmp_path_factory.mktemp("batch")), *batch[0].extra)
+        return runs[index]
+
+    return run
+
+
+def test_the_batches_keep_what_may_hide_a_mistake_alone():
+    assert len(BATCHES) < len(MUTATIONS) / 2  # the point of batching: far fewer runs than mutations
+    for batch in BATCHES:
+        assert len(batch) == 1 or not any(runs_alone(m) for m in batch)
+        assert len({m.inventory for m in batch}) == 1
+        for i, first in enumerate(batch):
+            for second in batch[i + 1 :]:
+                assert first.file != second.file or not changed_keys(first) & changed_keys(second)
+
+
+# the tests of a batch side by side, so that an xdist worker takes them together
+@pytest.mark.parametrize(
+    "mutation", [m for b in BATCHES for m in b], ids=[m.ident for b in BATCHES for m in b]
+)
+def test_each_mistake_is_one_clear_line(mutation, validated):
+    proc = validated(mutation)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "Traceback" not in out
