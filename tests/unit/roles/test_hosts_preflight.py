@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.module_utils import nvidia_smi
 from nvidia_smi_profiles import capture
+from tools.once_per_run import once_per_run
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOK = ROOT / "tests" / "hosts" / "preflight.yml"
@@ -204,6 +205,11 @@ KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0test\n-----END PGP PUBLIC K
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # one play over every case, run once for all pytest-xdist workers
+    return once_per_run(tmp_path_factory, "hosts-preflight", lambda: _run_all_cases(tmp_path_factory))
+
+
+def _run_all_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cases = {
         param.id: {"facts": param.values[0], "roles": param.values[1], "extra": param.values[2]}
         for param in CASES

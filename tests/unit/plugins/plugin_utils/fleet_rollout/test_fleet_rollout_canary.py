@@ -271,8 +271,9 @@ def test_probe_interleaves_warms_up_and_sends_the_key(stand_ins) -> None:
     assert result["errors"] == {"canary": 0, "peers": {"gpu-2": 0}}
     assert len(result["samples"]["ttft_seconds"]["canary"]) == 4
     assert len(result["samples"]["total_seconds"]["peers"]["gpu-2"]) == 4
+    # the first chunk no later than the end; on a busy machine the client may read every chunk at once
     assert all(
-        t < s
+        0 < t <= s
         for t, s in zip(
             result["samples"]["ttft_seconds"]["canary"],
             result["samples"]["total_seconds"]["canary"],

@@ -28,6 +28,7 @@ from ansible_collections.vllm_fleet.vllm_fleet.plugins.modules import vllm_fleet
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_ops import doctor, planning
 from ansible_collections.vllm_fleet.vllm_fleet.plugins.plugin_utils.fleet_serving import groups
 from tools.ansible_run import explain, run_playbook
+from tools.once_per_run import once_per_run
 
 ROOT = Path(__file__).resolve().parents[5]
 FEATURES = ROOT / "tests" / "data" / "model-features" / "Qwen__Qwen3-8B"
@@ -69,6 +70,13 @@ def _served(root: Path) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory) -> dict[str, Any]:
+    # the two playbook runs, once for all pytest-xdist workers
+    return once_per_run(
+        tmp_path_factory, "serving-unit-three-ways", lambda: _plan_three_ways(tmp_path_factory)
+    )
+
+
+def _plan_three_ways(tmp_path_factory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("three-ways")
     models, out = tmp / "models", tmp / "out"
     out.mkdir()
