@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,17 +83,20 @@ def read_cpu_samples(lines: Iterable[str]) -> list[CpuSample]:
     return sorted(samples, key=lambda s: s.when)
 
 
-def vllm_ids(lines: Iterable[str]) -> set[str]:
-    """The ids of every container of the vLLM image that started during the run."""
-    ids = set()
+def vllm_events(lines: Iterable[str]) -> Iterator[dict]:
+    """The docker events of the containers of the vLLM image."""
     for line in lines:
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if VLLM_LABEL in ((event.get("Actor") or {}).get("Attributes") or {}):
-            ids.add(event.get("id", ""))
-    return ids
+            yield event
+
+
+def vllm_ids(lines: Iterable[str]) -> set[str]:
+    """The ids of every container of the vLLM image that started during the run."""
+    return {event.get("id", "") for event in vllm_events(lines)}
 
 
 def cpu_use(start: float, end: float, samples: list[CpuSample], vllm: set[str]) -> CpuUse | None:
@@ -118,14 +121,7 @@ def vllm_runs(lines: Iterable[str]) -> list[tuple[float, float | None]]:
     """(start, die or None) of every container of the vLLM image, in the order they started."""
     started: dict[str, float] = {}
     runs: dict[str, tuple[float, float | None]] = {}
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        attrs = (event.get("Actor") or {}).get("Attributes") or {}
-        if VLLM_LABEL not in attrs:
-            continue
+    for event in vllm_events(lines):
         cid, when = event.get("id", ""), event.get("timeNano", 0) / 1e9
         if event.get("status") == "start":
             started[cid] = when

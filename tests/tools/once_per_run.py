@@ -9,6 +9,7 @@ workers.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -22,10 +23,9 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Call
     Outside xdist (one process) it is simply made. ``make`` may put files under
     ``tmp_path_factory.mktemp``: the base folder outlives the run's workers.
     """
-    base = tmp_path_factory.getbasetemp()
-    if not base.name.startswith("popen-gw"):  # not an xdist worker: nobody to share with
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # not an xdist worker: nobody to share with
         return make()
-    shared = base.parent / f"once-{name}.json"
+    shared = tmp_path_factory.getbasetemp().parent / f"once-{name}.json"
     with FileLock(f"{shared}.lock"):
         if shared.is_file():
             return json.loads(shared.read_text(encoding="utf-8"))

@@ -5,13 +5,14 @@ variable and says the fix, contact no host and change nothing. The untouched inv
 
 validate.yml reports every problem of an inventory in one run, so mutations that cannot hide one another
 share a copy and a run (``batches``); each keeps its own test and assertions. A mutation that an inventory's
-other mistakes could hide runs alone: one given extra vars, one that edits hosts.yml (the groups decide which
-group_vars apply), one marked ``alone``.
+other mistakes could hide runs alone: one given extra vars, or one that edits hosts.yml (the groups decide
+which group_vars apply).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import shutil
@@ -41,7 +42,6 @@ class Mutation:
     source: str = ""  # where the line says the value comes from (its label ends so), when asserted
     extra: tuple[str, ...] = ()  # extra ansible-playbook arguments (-e ...)
     not_named: tuple[str, ...] = ()  # variables no line may name (a wrong fix proposed elsewhere)
-    alone: bool = False  # validated in a copy without other mistakes (see the module's docstring)
 
 
 def setvar(name: str, value: Any) -> Callable[[Any], Any]:
@@ -756,6 +756,7 @@ def mutated_copy(mutations: list[Mutation], dest: Path) -> Path:
     return folder
 
 
+@functools.cache  # fits() asks it of every pair while the batches are made, at collection
 def changed_keys(mutation: Mutation) -> frozenset[str]:
     """The top-level keys of its file a mutation adds, removes or changes."""
     before = load_vars(ROOT / "inventories" / mutation.inventory / mutation.file) or {}
@@ -764,7 +765,7 @@ def changed_keys(mutation: Mutation) -> frozenset[str]:
 
 
 def runs_alone(mutation: Mutation) -> bool:
-    return mutation.alone or bool(mutation.extra) or mutation.file == "hosts.yml"
+    return bool(mutation.extra) or mutation.file == "hosts.yml"
 
 
 def fits(mutation: Mutation, batch: list[Mutation]) -> bool:
